@@ -1,0 +1,27 @@
+# The two commands of the README: `make run` (the default job, offline) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+ARGS ?=
+
+.PHONY: run test setup setup-dev setup-local bench clean
+
+run: setup-local        ## run the default job on the embedded model (offline, no key)
+	$(PY) run.py +experiment=quickstart $(ARGS)
+
+test: setup-dev setup-local  ## run the test suite
+	$(PY) -m pytest $(ARGS)
+
+setup:
+	scripts/setup.sh core
+
+setup-dev:
+	scripts/setup.sh dev
+
+setup-local:
+	scripts/setup.sh local
+
+bench: setup-dev        ## throughput benchmark (prints ratios against the ideal)
+	$(PY) -m bench.throughput $(ARGS)
+
+clean:
+	rm -rf outputs multirun .pytest_cache

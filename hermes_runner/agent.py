@@ -1,0 +1,122 @@
+"""The agent loop: call the model, run the tools it asks for, until an answer or max_turns."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+from hermes_runner.dataset import Prompt
+from hermes_runner.errors import ToolError
+from hermes_runner.model import ChatModel, Usage
+from hermes_runner.tools.registry import Tool, ToolContext, ToolResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AgentSettings:
+    max_turns: int = 10
+    system_prompt: str = ""
+    ephemeral_system_prompt: str | None = None  # sent, never saved
+    prefill_messages: list[dict] = field(default_factory=list)  # sent after the system prompt, never saved
+    max_invalid_tool_turns: int = 3  # consecutive turns with only invalid calls before giving up
+    verbose: bool = False
+    log_prefix_chars: int = 100
+
+
+@dataclass
+class SessionResult:
+    prompt: Prompt
+    tools: list[Tool]  # the tools the model was offered
+    toolsets: list[str]
+    history: list[dict] = field(default_factory=list)  # user, assistant and tool messages
+    completed: bool = False  # ended with a final answer
+    partial: bool = False  # stopped early: repeated invalid calls or output cut by length
+    api_calls: int = 0
+    stop_reason: str = ""
+    tool_calls: list[tuple[str, bool]] = field(default_factory=list)  # (tool name, ok) in call order
+    usage: Usage = field(default_factory=Usage)
+    retries: int = 0
+    duration_s: float = 0.0
+
+
+class Agent:
+    def __init__(self, model: ChatModel, settings: AgentSettings):
+        self.model = model
+        self.s = settings
+
+    def _head(self) -> list[dict]:
+        system = self.s.system_prompt
+        if self.s.ephemeral_system_prompt:
+            system = f"{system}\n\n{self.s.ephemeral_system_prompt}" if system else self.s.ephemeral_system_prompt
+        head = [{"role": "system", "content": system}] if system else []
+        return head + list(self.s.prefill_messages)
+
+    async def run(self, res: SessionResult, ctx: ToolContext) -> SessionResult:
+        """Drive one conversation, filling `res` as it goes (so a failure keeps what was spent)."""
+        started = time.monotonic()
+        prompt, tools = res.prompt, res.tools
+        res.history = [{"role": "user", "content": prompt.prompt}]
+        offered = {t.name: t for t in tools}
+        schemas = [t.openai_schema() for t in tools]
+        head = self._head()
+        invalid_streak = 0
+        try:
+            for _ in range(self.s.max_turns):
+                reply = await self.model.complete(head + res.history, schemas)
+                res.api_calls += 1
+                res.retries += reply.retries
+                res.usage.add(reply.usage)
+                msg = reply.message
+                res.history.append(msg)
+                if reply.finish_reason == "length":
+                    res.partial, res.stop_reason = True, "length"
+                    break
+                calls = msg.get("tool_calls")
+                if not calls:
+                    res.completed, res.stop_reason = True, "final_answer"
+                    break
+                any_valid = False
+                for call in calls:
+                    name, result, valid = await self._call(call, offered, ctx)
+                    any_valid |= valid
+                    res.tool_calls.append((name, result.ok))
+                    res.history.append(
+                        {"role": "tool", "tool_call_id": call["id"], "name": name, "content": result.content}
+                    )
+                    self._log(prompt, f"{name} -> {'ok' if result.ok else 'error'}: {result.content}")
+                invalid_streak = 0 if any_valid else invalid_streak + 1
+                if invalid_streak >= self.s.max_invalid_tool_turns:
+                    res.partial, res.stop_reason = True, "invalid_tool_calls"
+                    break
+            else:
+                res.stop_reason = "max_turns"
+        finally:
+            res.duration_s = time.monotonic() - started
+        return res
+
+    async def _call(self, call: dict, offered: dict[str, Tool], ctx: ToolContext) -> tuple[str, ToolResult, bool]:
+        """Run one tool call; invalid calls get an error result back (and count as failures)."""
+        name = call["function"]["name"]
+        tool = offered.get(name)
+        if tool is None:
+            avail = ", ".join(sorted(offered)) or "none"
+            return name, ToolResult.error(f"Tool '{name}' is not available. Available tools: {avail}"), False
+        raw = call["function"]["arguments"] or "{}"
+        try:
+            args = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return name, ToolResult.error(f"Arguments are not valid JSON ({exc.msg} at char {exc.pos})"), False
+        if not isinstance(args, dict):
+            return name, ToolResult.error("Arguments must be a JSON object"), False
+        try:
+            return name, await tool.run(ctx, args), True
+        except ToolError as exc:
+            return name, ToolResult.error(str(exc)), True
+
+    def _log(self, prompt: Prompt, text: str) -> None:
+        if self.s.verbose:
+            n = self.s.log_prefix_chars
+            log.info("[P%d] %s", prompt.index, text if len(text) <= n else text[:n] + "...")

@@ -1,0 +1,39 @@
+"""The few exception types that steer control flow."""
+
+from __future__ import annotations
+
+
+class RunnerError(Exception):
+    """Base class of the runner's own errors."""
+
+
+class ConfigError(RunnerError):
+    """Bad configuration or input found before any model call; the run does not start."""
+
+
+class ToolError(RunnerError):
+    """An expected tool failure; its message goes back to the model as the tool result."""
+
+
+class SandboxError(RunnerError):
+    """The sandbox itself failed (could not start, died); the prompt fails."""
+
+
+class ModelCallError(RunnerError):
+    """A model call failed for good (non-retryable status, or retries exhausted)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class EmptyResponse(RunnerError):
+    """The endpoint answered without choices; retried like a transient error."""
+
+
+class PromptTimeout(RunnerError):
+    """A prompt exceeded its wall-clock limit."""
+
+
+class PromptBudgetExceeded(RunnerError):
+    """A prompt exceeded its token or cost limit."""

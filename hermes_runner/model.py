@@ -1,0 +1,305 @@
+"""Chat model client: the official `openai` SDK, retries through `tenacity` only."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Protocol
+
+import httpx2
+import openai
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
+from hermes_runner.errors import ConfigError, EmptyResponse, ModelCallError
+from hermes_runner.reasoning import split_reasoning
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUS = {408, 409, 429}
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, other: Usage) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> Usage:
+        d = d or {}
+        return cls(**{f.name: d.get(f.name, 0) for f in fields(cls)})
+
+
+@dataclass(slots=True)
+class Completion:
+    message: dict  # assistant message: content, tool_calls, reasoning, reasoning_details
+    finish_reason: str | None
+    usage: Usage
+    retries: int = 0
+
+
+class ChatModel(Protocol):
+    async def complete(self, messages: list[dict], tools: list[dict]) -> Completion: ...
+
+    async def aclose(self) -> None: ...
+
+
+def is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, (openai.APIConnectionError, EmptyResponse)):  # includes APITimeoutError
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code == 429 and "exceeded your current quota" in str(exc).lower():
+            return False  # out of credit: waiting does not help
+        return exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
+    return False
+
+
+def retry_after_seconds(exc: BaseException | None) -> float | None:
+    """The server's requested delay (retry-after-ms, retry-after seconds or HTTP date)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / scale)
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(value) if name == "retry-after" else None
+            if parsed is not None:
+                return max(0.0, parsed.timestamp() - time.time())
+    return None
+
+
+class RetryAfterWait:
+    """Wait what the server asks for (capped), else exponential backoff with jitter."""
+
+    def __init__(self, initial: float, cap: float):
+        self._cap = cap
+        self._backoff = wait_exponential_jitter(multiplier=initial, max=min(60.0, cap), jitter=initial)
+
+    def __call__(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        asked = retry_after_seconds(exc)
+        if asked is not None:
+            return min(asked, self._cap)
+        return self._backoff(state)
+
+
+def _normalize_tool_calls(raw: list | None) -> list[dict]:
+    calls = []
+    for i, call in enumerate(raw or []):
+        fn = call.get("function") or {}
+        args = fn.get("arguments")
+        if args is None:
+            args = ""
+        elif not isinstance(args, str):
+            args = json.dumps(args, ensure_ascii=False)
+        calls.append(
+            {
+                "id": call.get("id") or f"call_{i}",
+                "type": "function",
+                "function": {"name": fn.get("name") or "", "arguments": args},
+            }
+        )
+    return calls
+
+
+def parse_completion(body: dict) -> Completion:
+    choices = body.get("choices")
+    if not choices:
+        raise EmptyResponse(f"response without choices: {json.dumps(body)[:300]}")
+    choice = choices[0]
+    raw = choice.get("message") or {}
+    reasoning, content = split_reasoning(raw)
+    msg: dict = {"role": "assistant", "content": content}
+    calls = _normalize_tool_calls(raw.get("tool_calls"))
+    if calls:
+        msg["tool_calls"] = calls
+    if reasoning:
+        msg["reasoning"] = reasoning
+    if raw.get("reasoning_details"):
+        msg["reasoning_details"] = raw["reasoning_details"]
+    u = body.get("usage") or {}
+    pt = int(u.get("prompt_tokens") or 0)
+    ct = int(u.get("completion_tokens") or 0)
+    usage = Usage(
+        prompt_tokens=pt,
+        completion_tokens=ct,
+        cached_tokens=int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
+        reasoning_tokens=int((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0),
+        total_tokens=int(u.get("total_tokens") or pt + ct),
+        cost_usd=float(u.get("cost") or 0.0),
+    )
+    return Completion(msg, choice.get("finish_reason"), usage)
+
+
+def api_message(msg: dict) -> dict:
+    """A history message as sent to the endpoint (our own bookkeeping fields removed)."""
+    if msg["role"] != "assistant":
+        return msg
+    out = {"role": "assistant", "content": msg.get("content") or ""}
+    if msg.get("tool_calls"):
+        out["tool_calls"] = msg["tool_calls"]
+    if msg.get("reasoning_details"):
+        out["reasoning_details"] = msg["reasoning_details"]  # signed blocks go back unchanged
+    return out
+
+
+def request_extras(
+    model: ModelConfig, provider: ProviderConfig, reasoning: ReasoningConfig, max_tokens: int | None
+) -> tuple[dict, dict]:
+    """Build (keyword params, extra_body) sent with every call."""
+    params: dict = {}
+    extra = dict(model.extra_body or {})
+    routing = {}
+    for name in ("only", "ignore", "order", "sort", "allow_fallbacks", "require_parameters", "data_collection"):
+        value = getattr(provider, name)
+        if value is not None:
+            routing[name] = value.value if isinstance(value, Enum) else list(value) if isinstance(value, list) else value
+    if routing:
+        extra["provider"] = routing
+    effort = reasoning.effort.value if reasoning.effort is not None else None
+    if reasoning.enabled is False:
+        effort = "none"
+    api = model.reasoning_api
+    if api in (ReasoningApi.openrouter, ReasoningApi.both):
+        obj: dict = {}
+        if reasoning.enabled is False:
+            obj["effort"] = "none"
+        else:
+            if reasoning.enabled is True:
+                obj["enabled"] = True
+            if effort:
+                obj["effort"] = effort
+            if reasoning.max_tokens is not None:
+                obj["max_tokens"] = reasoning.max_tokens
+        if reasoning.exclude is not None:
+            obj["exclude"] = reasoning.exclude
+        if obj:
+            extra["reasoning"] = obj
+    if api in (ReasoningApi.openai, ReasoningApi.both) and effort:
+        params["reasoning_effort"] = effort
+    if max_tokens is not None:
+        params[model.max_tokens_param] = max_tokens
+    if model.temperature is not None:
+        params["temperature"] = model.temperature
+    return params, extra
+
+
+def resolve_api_key(model: ModelConfig) -> str:
+    """Read the key from the named environment variable; never from config."""
+    if not model.api_key_env:
+        return "no-key"  # local servers take any key; the SDK insists on one
+    key = os.environ.get(model.api_key_env)
+    if not key:
+        raise ConfigError(
+            f"model {model.name!r} needs an API key in the environment variable {model.api_key_env}, "
+            "which is not set (export it, or set model.api_key_env=null for a server without keys)"
+        )
+    return key
+
+
+class OpenAIChatModel:
+    """Any OpenAI-compatible chat-completions endpoint, through one shared connection pool."""
+
+    def __init__(
+        self,
+        model: ModelConfig,
+        provider: ProviderConfig,
+        reasoning: ReasoningConfig,
+        max_tokens: int | None = None,
+        pool_size: int = 100,
+        base_url: str | None = None,
+    ):
+        self.cfg = model
+        self._params, self._extra = request_extras(model, provider, reasoning, max_tokens)
+        http = openai.DefaultAsyncHttpx2Client(
+            limits=httpx2.Limits(max_connections=pool_size + 16, max_keepalive_connections=pool_size + 16),
+        )
+        self._client = openai.AsyncOpenAI(
+            api_key=resolve_api_key(model),
+            base_url=base_url or model.base_url,
+            max_retries=0,  # one retry layer: tenacity below
+            timeout=model.timeout_s,
+            default_headers=dict(model.default_headers or {}) or None,
+            http_client=http,
+        )
+        self.hooks: list = []  # objects with optional before_call()/after_call(exc, completion)
+
+    async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
+        kwargs = dict(self._params)
+        if tools:
+            kwargs["tools"] = tools
+        if self._extra:
+            kwargs["extra_body"] = self._extra
+        retries = -1
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.cfg.max_retries + 1),
+            wait=RetryAfterWait(self.cfg.retry_initial_wait_s, self.cfg.retry_max_wait_s),
+            retry=retry_if_exception(is_retryable),
+            reraise=True,
+            before_sleep=self._before_sleep,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    retries += 1
+                    for h in self.hooks:
+                        await h.before_call()
+                    try:
+                        raw = await self._client.chat.completions.with_raw_response.create(
+                            model=self.cfg.name, messages=[api_message(m) for m in messages], **kwargs
+                        )
+                        completion = parse_completion(json.loads(raw.content))
+                    except BaseException as exc:
+                        for h in self.hooks:
+                            h.after_call(exc, None)
+                        raise
+                    for h in self.hooks:
+                        h.after_call(None, completion)
+        except openai.APIStatusError as exc:
+            raise ModelCallError(_describe(exc, retries), exc.status_code) from exc
+        except (openai.APIConnectionError, EmptyResponse) as exc:
+            raise ModelCallError(_describe(exc, retries)) from exc
+        completion.retries = retries
+        return completion
+
+    @staticmethod
+    def _before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0
+        log.info("model call failed (%s); retry %d in %.2fs", _short(exc), state.attempt_number, wait)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _short(exc: BaseException | None) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    return type(exc).__name__ if exc else "?"
+
+
+def _describe(exc: BaseException, retries: int) -> str:
+    detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+    tail = f" after {retries} retries" if retries else ""
+    return f"{_short(exc)}{tail}: {detail}"

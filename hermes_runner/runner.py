@@ -1,0 +1,493 @@
+"""A whole run: check, plan, execute, derive the outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from hermes_runner import distributions, sharegpt
+from hermes_runner.agent import AgentSettings, SessionResult
+from hermes_runner.config import HallucinatedToolPolicy, RunConfig
+from hermes_runner.dataset import Prompt, Rejected, read_prompts
+from hermes_runner.errors import ConfigError
+from hermes_runner.executor import Executor, LocalExecutor
+from hermes_runner.model import OpenAIChatModel
+from hermes_runner.progress import RunProgress
+from hermes_runner.sandbox import make_backend
+from hermes_runner.serve import serving
+from hermes_runner.session import Failure, Outcome, SessionRunner
+from hermes_runner.stats import RunStats
+from hermes_runner.store import LedgerState, Ref, RunStore, atomic_write, atomic_write_json, dumps_line, with_prompt_index
+from hermes_runner.tools.registry import tool_names, toolset_names
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "run.json"
+INVOCATIONS = "invocations.jsonl"
+REJECTED = "rejected.jsonl"
+CHECKPOINT_EVERY_S = 10.0
+
+# The options that define the data: a resumed run must not change them silently.
+DATA_KEYS = (
+    "dataset_file", "model.name", "distribution", "seed", "max_turns", "max_tokens", "reasoning",
+    "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
+    "sandbox.backend", "sandbox.image",
+)  # fmt: skip
+
+
+def data_config(cfg: RunConfig) -> dict:
+    conf = OmegaConf.structured(cfg)
+    out = {}
+    for key in DATA_KEYS:
+        value = OmegaConf.select(conf, key)
+        out[key] = OmegaConf.to_container(value, resolve=True, enum_to_str=True) if OmegaConf.is_config(value) else (
+            value.value if hasattr(value, "value") else value
+        )
+    return out
+
+
+def _diff(old: dict, new: dict) -> list[str]:
+    return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if old.get(k) != new.get(k)]
+
+
+def open_run(cfg: RunConfig, run_dir: Path) -> int:
+    """Check resume rules against the manifest; return this invocation's number."""
+    manifest = run_dir / MANIFEST
+    current = data_config(cfg)
+    if manifest.exists():
+        if not cfg.resume:
+            raise ConfigError(
+                f"run directory {run_dir} already holds run {cfg.run_name!r} and resume=false. "
+                f"To start fresh, delete {run_dir} or choose another run_name; to continue it, drop resume=false."
+            )
+        old = json.loads(manifest.read_text())
+        changes = _diff(old.get("data_config", {}), current)
+        if changes and not cfg.force_resume:
+            raise ConfigError(
+                "the configuration that defines this run's data changed since it began:\n  "
+                + "\n  ".join(changes)
+                + "\nUse another run_name for a new run, or force_resume=true to continue with the new settings."
+            )
+        if changes:
+            log.warning("force_resume: continuing with changed settings: %s", "; ".join(changes))
+    else:
+        atomic_write_json(
+            manifest,
+            {"run_name": cfg.run_name, "created": _now(), "data_config": current},
+        )
+    inv_path = run_dir / INVOCATIONS
+    n = sum(1 for _ in inv_path.open()) if inv_path.exists() else 0
+    return n
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def record_invocation(run_dir: Path, n: int, cfg: RunConfig, overrides: list[str], started: float, ended: float | None) -> None:
+    entry = {
+        "invocation": n,
+        "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
+        "ended": datetime.fromtimestamp(ended, timezone.utc).isoformat(timespec="seconds") if ended else None,
+        "duration_s": round(ended - started, 3) if ended else None,
+        "pid": os.getpid(),
+        "argv": sys.argv[1:],
+        "overrides": overrides,
+        "config": OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True),
+    }
+    with (run_dir / INVOCATIONS).open("a") as fp:
+        fp.write(json.dumps(entry) + "\n")
+
+
+def load_prefill(path: str | None) -> list[dict]:
+    if not path:
+        return []
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"prefill_messages_file not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"prefill_messages_file {path} is not valid JSON: {exc}") from None
+    if not isinstance(data, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in data
+    ):
+        raise ConfigError(f"prefill_messages_file {path} must hold a JSON list of {{role, content}} messages")
+    return data
+
+
+@dataclass
+class Plan:
+    total: int = 0  # good rows in scope
+    done: int = 0  # already ok or discarded
+    retry: int = 0  # failed before, to run again
+    skipped_failed: int = 0  # failed before, left alone (retry_failed=false)
+    to_run: int = 0
+    rejected: int = 0
+    images: Counter = field(default_factory=Counter)
+    current_index: dict[str, int] = field(default_factory=dict)  # terminal key -> index now
+
+
+def _prompts(cfg: RunConfig, on_reject=None) -> Iterator[Prompt]:
+    return read_prompts(
+        cfg.dataset_file,
+        max_samples=cfg.max_samples,
+        shard_index=cfg.shard.index,
+        shard_count=cfg.shard.count,
+        on_reject=on_reject,
+    )
+
+
+def make_plan(cfg: RunConfig, state: LedgerState, run_dir: Path) -> Plan:
+    """First pass over the dataset: what is done, what runs, which images are needed."""
+    plan = Plan()
+    rejected: list[bytes] = []
+
+    def on_reject(r: Rejected) -> None:
+        plan.rejected += 1
+        log.warning("%s line %d rejected: %s", cfg.dataset_file, r.line, r.reason)
+        rejected.append(dumps_line({"line": r.line, "reason": r.reason, "text": r.text}))
+
+    for p in _prompts(cfg, on_reject):
+        plan.total += 1
+        if p.key in state.terminal:
+            plan.done += 1
+            plan.current_index[p.key] = p.index
+            continue
+        if p.key in state.failed:
+            if not cfg.retry_failed:
+                plan.skipped_failed += 1
+                continue
+            plan.retry += 1
+        plan.to_run += 1
+        image = p.image or cfg.sandbox.image
+        if image:
+            plan.images[image] += 1
+    atomic_write(run_dir / REJECTED, b"".join(rejected))
+    if plan.total == 0:
+        raise ConfigError(
+            f"{cfg.dataset_file} has no usable prompt"
+            + (f" ({plan.rejected} bad lines, see {run_dir / REJECTED})" if plan.rejected else "")
+        )
+    return plan
+
+
+def pending(cfg: RunConfig, state: LedgerState, first_batch: int) -> Iterator[tuple[Prompt, int]]:
+    """Second pass: the prompts to run, each with the batch file it belongs to."""
+    i = 0
+    for p in _prompts(cfg):
+        if p.key in state.terminal or (p.key in state.failed and not cfg.retry_failed):
+            continue
+        yield p, first_batch + i // cfg.batch_size
+        i += 1
+
+
+def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int) -> dict:
+    rec = {
+        "key": key,
+        "index": index,
+        "inv": invocation,
+        "ts": _now(),
+        "api_calls": res.api_calls,
+        "retries": res.retries,
+        "duration_s": round(res.duration_s, 3),
+        "toolsets": res.toolsets,
+        "usage": res.usage.as_dict(),
+    }
+    return rec
+
+
+def classify(res: SessionResult, cfg: RunConfig, names: list[str]) -> tuple[str, str | None, dict]:
+    """Apply the filters: (status, discard reason, stats summary)."""
+    turns, with_r = sharegpt.reasoning_turns(res)
+    unknown = Counter(n for n, _ in res.tool_calls if n not in set(names))
+    tools: dict[str, list[int]] = {}
+    for name, ok in res.tool_calls:
+        if name in unknown:
+            continue
+        t = tools.setdefault(name, [0, 0])
+        t[0] += 1
+        t[1] += not ok
+    summary = {
+        "completed": res.completed, "partial": res.partial, "stop": res.stop_reason,
+        "turns": turns, "reasoning_turns": with_r, "tools": tools, "unknown_tools": dict(unknown),
+    }  # fmt: skip
+    if cfg.filters.require_reasoning and with_r == 0:
+        return "discarded", "no_reasoning", summary
+    if unknown and cfg.filters.hallucinated_tools == HallucinatedToolPolicy.drop:
+        return "discarded", "hallucinated_tool", summary
+    return "ok", None, summary
+
+
+class Run:
+    """State of one invocation of a run."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, overrides: list[str] | None = None):
+        self.cfg = cfg
+        self.dir = Path(run_dir)
+        self.overrides = overrides or []
+        self.store = RunStore(self.dir)
+        self.stats = RunStats()
+        self.names = tool_names()
+        self.started = time.time()
+        self.interrupted = False
+        self.budget_stop: str | None = None
+        self.executor: Executor | None = None
+        self.progress: RunProgress | None = None
+        self.batch_left: Counter = Counter()
+
+    # -- setup -----------------------------------------------------------------------
+
+    def prepare(self) -> Plan:
+        cfg = self.cfg
+        if cfg.batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, not {cfg.batch_size}")
+        if cfg.num_workers < 1:
+            raise ConfigError(f"num_workers must be >= 1, not {cfg.num_workers}")
+        if cfg.max_turns < 1:
+            raise ConfigError(f"max_turns must be >= 1, not {cfg.max_turns}")
+        if not 0 <= cfg.shard.index < cfg.shard.count:
+            raise ConfigError(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
+        distributions.validate(cfg.distribution, toolset_names())
+        self.prefill = load_prefill(cfg.prefill_messages_file)
+        self.invocation = open_run(cfg, self.dir)
+        self.state = self.store.load(on_record=self.stats.add)
+        plan = make_plan(cfg, self.state, self.dir)
+        self.plan_index = plan.current_index
+        return plan
+
+    # -- execution ---------------------------------------------------------------------
+
+    async def execute(self, plan: Plan) -> None:
+        cfg = self.cfg
+        async with serving(cfg.model, self.dir) as served_url:
+            backend = make_backend(cfg.sandbox, cfg.run_name, str(self.dir))
+            unavailable = await backend.start(set(plan.images))
+            for image, reason in unavailable.items():
+                log.error("image %s unavailable (%d prompts will fail): %s", image, plan.images[image], reason)
+            model = OpenAIChatModel(
+                cfg.model, cfg.provider, cfg.reasoning, cfg.max_tokens, pool_size=cfg.num_workers, base_url=served_url
+            )
+            settings = AgentSettings(
+                max_turns=cfg.max_turns,
+                system_prompt=cfg.system_prompt,
+                ephemeral_system_prompt=cfg.ephemeral_system_prompt,
+                prefill_messages=self.prefill,
+                max_invalid_tool_turns=cfg.max_invalid_tool_turns,
+                verbose=cfg.verbose,
+                log_prefix_chars=cfg.log_prefix_chars,
+            )
+            runner = SessionRunner(cfg, model, backend, settings, unavailable)
+            try:
+                await self._drive(plan, runner)
+            finally:
+                await model.aclose()
+                await backend.shutdown()
+
+    async def _drive(self, plan: Plan, runner: SessionRunner) -> None:
+        cfg = self.cfg
+        self.executor = executor = LocalExecutor(cfg.num_workers)
+        first_batch = self.state.next_batch
+        for n in range(plan.to_run):
+            self.batch_left[first_batch + n // cfg.batch_size] += 1
+        batch_of: dict[str, int] = {}
+
+        def items() -> Iterator[Prompt]:
+            for p, b in pending(cfg, self.state, first_batch):
+                batch_of[p.key] = b
+                yield p
+
+        loop = asyncio.get_running_loop()
+        self._install_signals(loop)
+        syncer = asyncio.ensure_future(self._sync_loop())
+        self.progress = RunProgress(cfg.run_name, plan.to_run, enabled=cfg.progress)
+        try:
+            with self.progress:
+                async for outcome in executor.map_unordered(runner, items()):
+                    self._record(outcome, batch_of.pop(outcome.prompt.key))
+        finally:
+            syncer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await syncer
+            self._remove_signals(loop)
+
+    def _record(self, outcome: Outcome, batch: int) -> None:
+        cfg, p = self.cfg, outcome.prompt
+        rec = _summary(outcome, p.key, p.index, self.invocation)
+        rec["batch"] = batch
+        if isinstance(outcome, Failure):
+            log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, outcome.error)
+            rec.update(error_type=outcome.error_type, error=outcome.error)
+            self.store.write_failure(rec, {"traceback": outcome.traceback, "prompt": p.prompt[:2000]})
+            self.state.failed[p.key] = rec
+            self.stats.add(rec)
+            status = "failed"
+        else:
+            status, reason, summary = classify(outcome, cfg, self.names)
+            rec.update(summary)
+            if reason:
+                rec["reason"] = reason
+            entry = sharegpt.entry(
+                outcome, batch_num=batch, model=cfg.model.name, tool_names=self.names, system_prompt=cfg.system_prompt
+            )
+            if reason:
+                entry["discard_reason"] = reason
+            self.store.write_trajectory(status, batch, dumps_line(entry), rec)
+            self.state.terminal[p.key] = Ref(status, rec["file"], rec["offset"], rec["length"], p.index, batch)
+            self.state.failed.pop(p.key, None)
+            self.plan_index[p.key] = p.index
+            self.stats.add(rec)
+            if cfg.verbose:
+                log.info("prompt %d %s%s", p.index, status, f" ({reason})" if reason else "")
+        self.batch_left[batch] -= 1
+        if self.batch_left[batch] <= 0:
+            self.store.close_batch(batch)
+        if self.progress:
+            self.progress.advance(status, outcome.usage, self.executor.in_flight if self.executor else 0)
+
+    async def _sync_loop(self) -> None:
+        last_ckpt = time.monotonic()
+        while True:
+            await asyncio.sleep(self.cfg.fsync_interval_s)
+            await asyncio.to_thread(self.store.sync)
+            if time.monotonic() - last_ckpt > CHECKPOINT_EVERY_S:
+                last_ckpt = time.monotonic()
+                await asyncio.to_thread(self.write_checkpoint)
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> None:
+        def on_signal(signum: int) -> None:
+            if self.interrupted:
+                log.error("second interrupt: exiting now (a rerun resumes; leftovers are cleaned at its start)")
+                os._exit(130)
+            self.interrupted = True
+            n = self.executor.in_flight if self.executor else 0
+            log.warning("interrupted: cancelling %d in-flight prompts, saving progress (again to exit now)", n)
+            if self.executor:
+                self.executor.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, on_signal, sig)
+
+    @staticmethod
+    def _remove_signals(loop: asyncio.AbstractEventLoop) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+
+    # -- derived outputs -----------------------------------------------------------------
+
+    def write_checkpoint(self) -> None:
+        idx = self.plan_index
+        by_status: dict[str, list[int]] = {"ok": [], "discarded": []}
+        for key, ref in list(self.state.terminal.items()):
+            if key in idx:
+                by_status[ref.status].append(idx[key])
+        failed = sorted(idx_ for k, r in list(self.state.failed.items()) if (idx_ := r.get("index")) is not None)
+        batch_stats = {
+            str(b): {"processed": sum(c.values()), **{s: c[s] for s in ("ok", "discarded", "failed")}}
+            for b, c in sorted(self.stats.batches.items())
+            if b >= 0
+        }
+        atomic_write_json(
+            self.dir / "checkpoint.json",
+            {
+                "run_name": self.cfg.run_name,
+                "completed_prompts": sorted(by_status["ok"] + by_status["discarded"]),
+                "discarded_prompts": sorted(by_status["discarded"]),
+                "failed_prompts": failed,
+                "batch_stats": batch_stats,
+                "last_updated": _now(),
+            },
+        )
+
+    def write_trajectories(self) -> int:
+        idx = self.plan_index
+        refs = sorted(
+            ((idx.get(k, r.index), k, r) for k, r in self.state.terminal.items() if r.status == "ok"),
+            key=lambda t: (t[0], t[1]),
+        )
+        handles: dict[str, int] = {}
+
+        def lines() -> Iterator[bytes]:
+            for index, _, ref in refs:
+                line = self.store.read_entry(ref, handles)
+                yield line if index == ref.index else with_prompt_index(line, index)
+
+        try:
+            atomic_write(self.dir / "trajectories.jsonl", lines())
+        finally:
+            for fd in handles.values():
+                os.close(fd)
+        return len(refs)
+
+    def write_statistics(self, plan: Plan) -> dict:
+        s = self.stats
+        s.failed = Counter(r.get("error_type", "Error") for r in self.state.failed.values())
+        durations = _durations(self.dir) + (time.time() - self.started)
+        batches = sorted({int(p.stem.split("_")[1]) for p in self.dir.glob("batch_*.jsonl")})
+        stats = {
+            "run_name": self.cfg.run_name,
+            "distribution": self.cfg.distribution.name,
+            "model": self.cfg.model.name,
+            "batch_size": self.cfg.batch_size,
+            "total_prompts": plan.total,
+            "total_batches": len(batches),
+            "completed_at": _now(),
+            "duration_seconds": round(durations, 3),
+            "prompts": {
+                "total": plan.total,
+                "ok": s.ok,
+                "completed": s.completed,
+                "partial": s.partial,
+                "discarded": sum(s.discarded.values()),
+                "failed": sum(s.failed.values()),
+                "pending": max(0, plan.total - s.ok - sum(s.discarded.values()) - sum(s.failed.values())),
+                "rejected_lines": plan.rejected,
+            },
+            "discarded_by_reason": dict(s.discarded),
+            "discarded_no_reasoning": s.discarded.get("no_reasoning", 0),
+            "failed_by_error": dict(s.failed),
+            "tool_statistics": s.tool_statistics(self.names),
+            "unknown_tool_calls": dict(s.unknown_tools),
+            "reasoning_statistics": s.reasoning_statistics(),
+            "reasoning_statistics_kept": s.reasoning_statistics(kept_only=True),
+            "toolsets_sampled": dict(s.toolsets_sampled),
+            "usage": s.usage.as_dict(),
+            "api_calls": s.api_calls,
+            "retries": s.retries,
+            "prompt_seconds": round(s.prompt_seconds, 3),
+            "invocations": self.invocation + 1,
+        }
+        atomic_write_json(self.dir / "statistics.json", stats)
+        return stats
+
+    def finalize(self, plan: Plan) -> dict:
+        self.store.close()
+        self.write_checkpoint()
+        kept = self.write_trajectories()
+        stats = self.write_statistics(plan)
+        stats["trajectories"] = kept
+        return stats
+
+
+def _durations(run_dir: Path) -> float:
+    total = 0.0
+    path = run_dir / INVOCATIONS
+    if path.exists():
+        for line in path.open():
+            with contextlib.suppress(ValueError):
+                total += json.loads(line).get("duration_s") or 0.0
+    return total

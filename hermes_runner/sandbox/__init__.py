@@ -1,0 +1,21 @@
+"""Sandbox backends, one module each, behind the protocols in `base`."""
+
+from __future__ import annotations
+
+from hermes_runner.config import SandboxConfig
+from hermes_runner.errors import ConfigError
+from hermes_runner.sandbox.base import ExecResult, Sandbox, SandboxBackend
+
+__all__ = ["ExecResult", "Sandbox", "SandboxBackend", "make_backend"]
+
+
+def make_backend(cfg: SandboxConfig, run_name: str, run_dir: str) -> SandboxBackend:
+    if cfg.backend == "local":
+        from hermes_runner.sandbox.local import LocalBackend
+
+        return LocalBackend(cfg, run_name)
+    if cfg.backend == "docker":
+        from hermes_runner.sandbox.docker import DockerBackend
+
+        return DockerBackend(cfg, run_name, run_dir)
+    raise ConfigError(f"unknown sandbox.backend {cfg.backend!r} (local, docker)")

@@ -1,0 +1,221 @@
+"""Local sandbox: a fresh directory per prompt, commands in their own process group.
+
+With bubblewrap installed (the default `isolation: auto`), every command also runs
+with the host filesystem read-only except the task's own directories, and with no
+network, so a model's destructive commands cannot touch the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+from hermes_runner.config import SandboxConfig
+from hermes_runner.dataset import Prompt
+from hermes_runner.errors import ConfigError, SandboxError, ToolError
+from hermes_runner.sandbox.base import SAFE_ENV_KEYS, ExecResult
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 65536
+
+
+def default_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "hermes-runner" / "sandboxes"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def read_capped(stream: asyncio.StreamReader, limit: int) -> str:
+    """Read a stream to its end, keeping at most `limit` chars (head and tail)."""
+    head_max = max(1, int(limit * 0.4))
+    tail_max = max(1, limit - head_max)
+    head = bytearray()
+    tail = bytearray()
+    total = 0
+    while chunk := await stream.read(READ_CHUNK):
+        total += len(chunk)
+        room = head_max - len(head)
+        if room > 0:
+            head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            tail += chunk
+            if len(tail) > tail_max * 2:
+                del tail[: len(tail) - tail_max]
+    if total <= head_max + tail_max:
+        return (bytes(head) + bytes(tail)).decode(errors="replace")
+    dropped = total - len(head) - min(len(tail), tail_max)
+    return (
+        bytes(head).decode(errors="replace")
+        + f"\n\n... [{dropped} bytes truncated] ...\n\n"
+        + bytes(tail[-tail_max:]).decode(errors="replace")
+    )
+
+
+class LocalSandbox:
+    def __init__(self, taskdir: Path, workdir: Path, tmpdir: Path, backend: LocalBackend):
+        self._taskdir = taskdir
+        self._workdir = workdir
+        self._tmpdir = tmpdir
+        self._b = backend
+        self.cwd = str(workdir)
+        self._env = {k: os.environ[k] for k in SAFE_ENV_KEYS if k in os.environ}
+        self._env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        self._env.update(HOME=str(workdir), TERM="dumb", TMPDIR="/tmp" if backend.bwrap else str(tmpdir))
+
+    def _argv(self, command: str, wd: str) -> list[str]:
+        shell = self._b.shell
+        if not self._b.bwrap:
+            return [shell, "-c", command]
+        argv = [self._b.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        argv += ["--bind", str(self._tmpdir), "/tmp", "--bind", str(self._workdir), str(self._workdir)]
+        argv += ["--unshare-all"] + (["--share-net"] if self._b.options.network else [])
+        argv += ["--die-with-parent", "--new-session", "--chdir", wd, shell, "-c", command]
+        return argv
+
+    async def run(self, command: str, timeout: float, workdir: str | None = None) -> ExecResult:
+        wd = str(self._resolve(workdir)) if workdir else self.cwd
+        if not os.path.isdir(self._host_path(wd)):
+            raise ToolError(f"workdir does not exist: {wd}")
+        proc = await asyncio.create_subprocess_exec(
+            *self._argv(command, wd),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=self._host_path(wd) if not self._b.bwrap else None,
+            env=self._env,
+            start_new_session=True,
+        )
+        reader = asyncio.ensure_future(read_capped(proc.stdout, self._b.max_output))
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+            timed_out = False
+        except TimeoutError:
+            timed_out = True
+        finally:
+            # The whole process group goes: timed-out commands and stray background jobs.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.returncode is None:
+                with contextlib.suppress(Exception):
+                    await proc.wait()
+        try:
+            output = await asyncio.wait_for(reader, 5)
+        except TimeoutError:
+            reader.cancel()
+            output = ""
+        return ExecResult(124 if timed_out else (proc.returncode or 0), output, timed_out)
+
+    def _resolve(self, path: str) -> Path:
+        p = Path(path)
+        return p if p.is_absolute() else Path(self.cwd) / p
+
+    def _host_path(self, path: str | Path) -> Path:
+        """Map a path as the sandboxed command sees it to the host path."""
+        p = Path(path)
+        if self._b.bwrap and (p == Path("/tmp") or Path("/tmp") in p.parents):
+            return self._tmpdir / p.relative_to("/tmp")
+        return p
+
+    async def read_file(self, path: str) -> bytes:
+        host = self._host_path(self._resolve(path))
+        try:
+            return await asyncio.to_thread(host.read_bytes)
+        except FileNotFoundError:
+            raise ToolError(f"file not found: {path}") from None
+        except IsADirectoryError:
+            raise ToolError(f"is a directory: {path}") from None
+        except PermissionError:
+            raise ToolError(f"permission denied: {path}") from None
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        host = self._host_path(self._resolve(path)).resolve()
+        allowed = [self._workdir.resolve(), self._tmpdir.resolve()]
+        if not any(host == a or a in host.parents for a in allowed):
+            raise ToolError(f"writes are confined to the task directory {self.cwd} and /tmp: {path}")
+
+        def write() -> None:
+            host.parent.mkdir(parents=True, exist_ok=True)
+            host.write_bytes(data)
+
+        try:
+            await asyncio.to_thread(write)
+        except (IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+            raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+    async def close(self) -> None:
+        if self._b.keep:
+            return
+        # A row's own `cwd` is the user's directory: only our task dir is removed.
+        await asyncio.to_thread(shutil.rmtree, self._taskdir, True)
+
+
+class LocalBackend:
+    """Per-prompt directories on this host, optionally confined by bubblewrap."""
+
+    def __init__(self, cfg: SandboxConfig, run_token: str):
+        self.options = cfg.local
+        self.keep = cfg.keep
+        self.max_output = cfg.max_output_chars
+        self.shell = shutil.which("bash") or "/bin/sh"
+        iso = self.options.isolation
+        if iso not in ("auto", "bwrap", "none"):
+            raise ConfigError(f"sandbox.local.isolation must be auto, bwrap or none, not {iso!r}")
+        self.bwrap = shutil.which("bwrap") if iso in ("auto", "bwrap") else None
+        if iso == "bwrap" and not self.bwrap:
+            raise ConfigError("sandbox.local.isolation=bwrap but bubblewrap (bwrap) is not installed")
+        root = Path(self.options.root) if self.options.root else default_root()
+        self._root = root
+        self._dir = root / f"{run_token}-{os.getpid()}"
+
+    async def start(self, images: set[str]) -> dict[str, str]:
+        if not self.bwrap:
+            log.warning(
+                "local sandbox without bubblewrap: commands run unconfined on this host "
+                "(install bubblewrap, or use sandbox=docker)"
+            )
+        self._dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self._reap_orphans)
+        return {}
+
+    def _reap_orphans(self) -> None:
+        """Remove task dirs left by runners that were killed."""
+        for d in self._root.iterdir():
+            pid = d.name.rsplit("-", 1)[-1]
+            if d != self._dir and pid.isdigit() and not _pid_alive(int(pid)) and not self.keep:
+                shutil.rmtree(d, ignore_errors=True)
+
+    async def create(self, prompt: Prompt) -> LocalSandbox:
+        taskdir = Path(tempfile.mkdtemp(prefix=f"{prompt.key}-", dir=self._dir))
+        tmpdir = taskdir / "tmp"
+        tmpdir.mkdir()
+        if prompt.cwd:
+            workdir = Path(prompt.cwd)
+            try:
+                workdir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise SandboxError(f"cannot use cwd {prompt.cwd!r}: {exc}") from exc
+        else:
+            workdir = taskdir / "work"
+            workdir.mkdir()
+        return LocalSandbox(taskdir, workdir, tmpdir, self)
+
+    async def shutdown(self) -> None:
+        if not self.keep:
+            await asyncio.to_thread(shutil.rmtree, self._dir, True)

@@ -1,0 +1,274 @@
+"""A real OpenAI-compatible HTTP server whose replies follow a script (tests, benchmarks, demos).
+
+The reply to each chat-completions request depends on the conversation so far:
+
+* A line ``#script <json list>`` in the first user message scripts the assistant turn by
+  turn (turn = number of assistant messages already in the request). A step may hold
+  ``content``, ``tool_calls`` (``[{"name", "arguments" (object or raw string)}]``),
+  ``reasoning`` with ``reasoning_field`` (reasoning | reasoning_content | reasoning_details
+  | think | scratchpad), ``finish_reason``, ``sleep`` (seconds), ``usage``, ``cost``, and
+  ``fail``: a list of error replies (``{"status", "retry_after", "message"}``) returned
+  for the first attempts of that step.
+* Without a script: call ``terminal`` once (when offered) with ``echo``, then answer.
+
+Run standalone: ``python -m hermes_runner.scripted_server --port 8765 --latency 0.2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import itertools
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+Handler = Callable[[dict, "ScriptedServer"], dict | web.Response | None]
+
+
+@dataclass
+class Seen:
+    """One request as the server received it."""
+
+    body: dict
+    headers: dict
+    prompt: str
+    turn: int
+    at: float = field(default_factory=time.monotonic)
+
+
+def first_user(body: dict) -> str:
+    for m in body.get("messages", []):
+        if m.get("role") == "user":
+            c = m.get("content")
+            return c if isinstance(c, str) else json.dumps(c)
+    return ""
+
+
+def turn_of(body: dict) -> int:
+    return sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+
+
+def parse_script(prompt: str) -> list[dict] | None:
+    for line in prompt.splitlines():
+        if line.startswith("#script "):
+            return json.loads(line[len("#script ") :])
+    return None
+
+
+class ScriptedServer:
+    def __init__(self, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0, record: bool = True):
+        self.latency = latency
+        self.host = host
+        self.port = port
+        self.record = record
+        self.handler: Handler | None = None  # a test may take over replies entirely
+        self.requests: list[Seen] = []
+        self.attempts: Counter = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._ids = itertools.count()
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024**2)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        return app
+
+    async def start_async(self) -> None:
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+
+    async def stop_async(self) -> None:
+        if self._runner:
+            await self._runner.cleanup()
+
+    def start(self) -> ScriptedServer:
+        """Serve from a background thread with its own event loop."""
+        ready = threading.Event()
+
+        def main() -> None:
+            self._loop = asyncio.new_event_loop()
+            self._loop.run_until_complete(self.start_async())
+            ready.set()
+            self._loop.run_forever()
+            self._loop.run_until_complete(self.stop_async())
+            self._loop.close()
+
+        self._thread = threading.Thread(target=main, name="scripted-server", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop and self._thread:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.attempts.clear()
+            self.handler = None
+            self.max_in_flight = 0
+
+    def calls_for(self, text: str) -> list[Seen]:
+        """Requests whose first user message contains `text`."""
+        return [r for r in self.requests if text in r.prompt]
+
+    # -- HTTP -----------------------------------------------------------------------
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        prompt, turn = first_user(body), turn_of(body)
+        if self.record:
+            with self._lock:
+                self.requests.append(Seen(body, dict(request.headers), prompt, turn))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.latency:
+                await asyncio.sleep(self.latency)
+            if self.handler is not None:
+                out = self.handler(body, self)
+                if isinstance(out, web.Response):
+                    return out
+                if out is not None:
+                    return web.json_response(out)
+            return await self._scripted(body, prompt, turn)
+        finally:
+            self.in_flight -= 1
+
+    async def _scripted(self, body: dict, prompt: str, turn: int) -> web.Response:
+        try:
+            script = parse_script(prompt)
+        except json.JSONDecodeError as exc:
+            return web.json_response({"error": {"message": f"bad #script: {exc}"}}, status=400)
+        if script is None:
+            step = self._default_step(body, turn)
+        else:
+            step = script[turn] if turn < len(script) else {"content": "Done.", "reasoning": "Nothing left to do."}
+        key = hashlib.blake2b(f"{prompt}\0{turn}".encode(), digest_size=8).hexdigest()
+        with self._lock:
+            attempt = self.attempts[key]
+            self.attempts[key] += 1
+        fails = step.get("fail") or []
+        if attempt < len(fails):
+            f = fails[attempt]
+            headers = {}
+            if f.get("retry_after") is not None:
+                headers["retry-after"] = str(f["retry_after"])
+            if f.get("hang"):
+                await asyncio.sleep(f["hang"])
+            return web.json_response(
+                {"error": {"message": f.get("message", f"scripted error {f['status']}"), "code": f["status"]}},
+                status=f["status"],
+                headers=headers,
+            )
+        if step.get("sleep"):
+            await asyncio.sleep(step["sleep"])
+        return web.json_response(self.completion(body, step))
+
+    @staticmethod
+    def _default_step(body: dict, turn: int) -> dict:
+        offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+        if turn == 0 and "terminal" in offered:
+            return {
+                "reasoning": "I should run a command to check.",
+                "tool_calls": [{"name": "terminal", "arguments": {"command": "echo hello"}}],
+            }
+        return {"reasoning": "The command worked; I can answer.", "content": "The answer is hello."}
+
+    def completion(self, body: dict, step: dict) -> dict:
+        n = next(self._ids)
+        msg: dict = {"role": "assistant", "content": step.get("content")}
+        reasoning, where = step.get("reasoning"), step.get("reasoning_field", "reasoning")
+        if reasoning:
+            if where == "reasoning":
+                msg["reasoning"] = reasoning
+            elif where == "reasoning_content":
+                msg["reasoning_content"] = reasoning
+            elif where == "reasoning_details":
+                msg["reasoning_details"] = [{"type": "reasoning.text", "text": reasoning, "format": "unknown", "index": 0}]
+            elif where == "think":
+                msg["content"] = f"<think>{reasoning}</think>\n{msg['content'] or ''}"
+            elif where == "scratchpad":
+                msg["content"] = f"<REASONING_SCRATCHPAD>{reasoning}</REASONING_SCRATCHPAD>\n{msg['content'] or ''}"
+        calls = []
+        for i, c in enumerate(step.get("tool_calls") or []):
+            args = c.get("arguments", {})
+            calls.append(
+                {
+                    "id": c.get("id", f"call_{n}_{i}"),
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": args if isinstance(args, str) else json.dumps(args)},
+                }
+            )
+        if calls:
+            msg["tool_calls"] = calls
+        prompt_tokens = sum(len(str(m.get("content") or "")) for m in body.get("messages", [])) // 4 + 1
+        completion_tokens = len(json.dumps(msg)) // 4 + 1
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            **(step.get("usage") or {}),
+        }
+        if step.get("cost") is not None:
+            usage["cost"] = step["cost"]
+        return {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": msg,
+                    "finish_reason": step.get("finish_reason") or ("tool_calls" if calls else "stop"),
+                }
+            ],
+            "usage": usage,
+        }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8765)
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every reply")
+    args = ap.parse_args()
+    server = ScriptedServer(latency=args.latency, host=args.host, port=args.port, record=False)
+
+    async def serve() -> None:
+        await server.start_async()
+        print(f"scripted OpenAI-compatible server on {server.url}", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()

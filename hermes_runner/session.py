@@ -1,0 +1,100 @@
+"""One prompt, start to end: toolsets, sandbox, agent loop, cleanup; errors become Failures."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from hermes_runner import distributions
+from hermes_runner.agent import Agent, AgentSettings, SessionResult
+from hermes_runner.config import RunConfig
+from hermes_runner.dataset import Prompt
+from hermes_runner.errors import PromptTimeout
+from hermes_runner.model import ChatModel, Usage
+from hermes_runner.sandbox.base import SandboxBackend
+from hermes_runner.tools.registry import ToolContext, tools_for
+
+
+@dataclass
+class Failure:
+    prompt: Prompt
+    error_type: str
+    error: str
+    traceback: str = ""
+    toolsets: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    api_calls: int = 0
+    retries: int = 0
+    duration_s: float = 0.0
+
+
+Outcome = SessionResult | Failure
+
+
+class SessionRunner:
+    """Runs prompts with shared, long-lived parts (model client, sandbox backend)."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        model: ChatModel,
+        backend: SandboxBackend,
+        settings: AgentSettings,
+        unavailable_images: dict[str, str] | None = None,
+        services: dict | None = None,
+    ):
+        self.cfg = cfg
+        self.agent = Agent(model, settings)
+        self.backend = backend
+        self.unavailable = unavailable_images or {}
+        self.services = services or {}
+
+    async def __call__(self, prompt: Prompt) -> Outcome:
+        started = time.monotonic()
+        toolsets = distributions.sample(self.cfg.distribution, self.cfg.seed, prompt.key)
+        res = SessionResult(prompt, tools_for(toolsets), toolsets)
+        try:
+            async with asyncio.timeout(self.cfg.limits.timeout_s):
+                return await self._run(res)
+        except TimeoutError as exc:
+            err = PromptTimeout(f"prompt exceeded limits.timeout_s={self.cfg.limits.timeout_s:g}s")
+            return self._failure(res, err, started, exc)
+        except Exception as exc:  # noqa: BLE001 - every error of one prompt is recorded, the run goes on
+            return self._failure(res, exc, started, exc)
+
+    async def _run(self, res: SessionResult) -> SessionResult:
+        prompt = res.prompt
+        image = prompt.image or self.cfg.sandbox.image
+        if image and image in self.unavailable:
+            raise ImageUnavailable(f"image {image!r} is not available: {self.unavailable[image]}")
+        sandbox = await self.backend.create(prompt)
+        try:
+            ctx = ToolContext(
+                sandbox,
+                command_timeout_s=self.cfg.sandbox.command_timeout_s,
+                max_output_chars=self.cfg.sandbox.max_output_chars,
+                services=self.services,
+            )
+            return await self.agent.run(res, ctx)
+        finally:
+            await asyncio.shield(sandbox.close())
+
+    @staticmethod
+    def _failure(res: SessionResult, err: BaseException, started: float, cause: BaseException) -> Failure:
+        return Failure(
+            prompt=res.prompt,
+            error_type=type(err).__name__,
+            error=str(err) or type(err).__name__,
+            traceback="".join(traceback.format_exception(cause))[-4000:],
+            toolsets=res.toolsets,
+            usage=res.usage,
+            api_calls=res.api_calls,
+            retries=res.retries,
+            duration_s=time.monotonic() - started,
+        )
+
+
+class ImageUnavailable(Exception):
+    """The prompt's container image could not be found or pulled."""

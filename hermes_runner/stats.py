@@ -1,0 +1,84 @@
+"""Run statistics, accumulated from ledger records (so they cover the whole run)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from hermes_runner.model import Usage
+
+
+def _rate(part: int, whole: int) -> float:
+    return round(100.0 * part / whole, 2) if whole else 0.0
+
+
+@dataclass
+class RunStats:
+    ok: int = 0
+    completed: int = 0
+    partial: int = 0
+    discarded: Counter = field(default_factory=Counter)
+    failed: Counter = field(default_factory=Counter)  # error type -> still-failed prompts (set at the end)
+    tools: dict[str, list[int]] = field(default_factory=dict)  # kept: name -> [count, failures]
+    unknown_tools: Counter = field(default_factory=Counter)
+    turns: int = 0  # assistant turns, all trajectories (kept and discarded)
+    reasoning_turns: int = 0
+    kept_turns: int = 0
+    kept_reasoning_turns: int = 0
+    toolsets_sampled: Counter = field(default_factory=Counter)
+    usage: Usage = field(default_factory=Usage)  # every call, failed prompts included
+    api_calls: int = 0
+    retries: int = 0
+    prompt_seconds: float = 0.0
+    batches: dict[int, Counter] = field(default_factory=dict)
+
+    def add(self, rec: dict) -> None:
+        """Count one ledger record; every attempt's spend counts, outcomes only once per prompt."""
+        status = rec["status"]
+        self.usage.add(Usage.from_dict(rec.get("usage")))
+        self.api_calls += rec.get("api_calls", 0)
+        self.retries += rec.get("retries", 0)
+        self.prompt_seconds += rec.get("duration_s", 0.0)
+        self.batches.setdefault(rec.get("batch", -1), Counter())[status] += 1
+        if status == "failed":
+            return  # failures are counted from the latest failure of each still-failed prompt
+        self.turns += rec.get("turns", 0)
+        self.reasoning_turns += rec.get("reasoning_turns", 0)
+        self.toolsets_sampled.update(rec.get("toolsets", []))
+        for name, n in (rec.get("unknown_tools") or {}).items():
+            self.unknown_tools[name] += n
+        if status == "discarded":
+            self.discarded[rec.get("reason", "unknown")] += 1
+            return
+        self.ok += 1
+        self.completed += bool(rec.get("completed"))
+        self.partial += bool(rec.get("partial"))
+        self.kept_turns += rec.get("turns", 0)
+        self.kept_reasoning_turns += rec.get("reasoning_turns", 0)
+        for name, (count, failures) in (rec.get("tools") or {}).items():
+            t = self.tools.setdefault(name, [0, 0])
+            t[0] += count
+            t[1] += failures
+
+    def tool_statistics(self, tool_names: list[str]) -> dict:
+        out = {}
+        for name in sorted(set(tool_names) | set(self.tools)):
+            count, failures = self.tools.get(name, (0, 0))
+            success = count - failures
+            out[name] = {
+                "count": count,
+                "success": success,
+                "failure": failures,
+                "success_rate": _rate(success, count),
+                "failure_rate": _rate(failures, count),
+            }
+        return out
+
+    def reasoning_statistics(self, kept_only: bool = False) -> dict:
+        total, with_r = (self.kept_turns, self.kept_reasoning_turns) if kept_only else (self.turns, self.reasoning_turns)
+        return {
+            "total_assistant_turns": total,
+            "turns_with_reasoning": with_r,
+            "turns_without_reasoning": total - with_r,
+            "coverage_percent": _rate(with_r, total),
+        }

@@ -1,0 +1,268 @@
+"""The run directory on disk: append-only logs, the ledger of dispositions, atomic rewrites.
+
+Every prompt that ends gets one terminal record in `ledger.jsonl` (ok / discarded), or a
+`failed` record that a later attempt may supersede. Trajectories go to `batch_N.jsonl`
+(kept) or `discarded.jsonl`, and the ledger points at their bytes, so the derived files
+(`trajectories.jsonl`, `statistics.json`, `checkpoint.json`) are always rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+LEDGER = "ledger.jsonl"
+DISCARDED = "discarded.jsonl"
+FAILURES = "failures.jsonl"
+BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")
+TERMINAL = ("ok", "discarded")
+
+
+def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Replace `path` atomically: write a temp file in the same dir, fsync, rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fp:
+            if isinstance(data, bytes):
+                fp.write(data)
+            else:
+                for chunk in data:
+                    fp.write(chunk)
+            fp.flush()
+            os.fchmod(fp.fileno(), 0o644)
+            os.fsync(fp.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: Path, obj: object) -> None:
+    atomic_write(path, (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def dumps_line(obj: object) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode()
+
+
+class AppendLog:
+    """An append-only JSONL file written in whole lines; repairs a torn tail on open."""
+
+    def __init__(self, path: Path, repair: bool = True):
+        self.path = path
+        if repair and path.exists():
+            self._repair()
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.dirty = False
+
+    def _repair(self) -> None:
+        size = self.path.stat().st_size
+        if size == 0:
+            return
+        with self.path.open("rb+") as fp:
+            fp.seek(max(0, size - 1))
+            if fp.read(1) == b"\n":
+                return
+            # Find the last complete line and cut the torn bytes after it.
+            pos = size
+            while pos > 0:
+                step = min(65536, pos)
+                fp.seek(pos - step)
+                chunk = fp.read(step)
+                nl = chunk.rfind(b"\n")
+                if nl >= 0:
+                    pos = pos - step + nl + 1
+                    break
+                pos -= step
+            log.warning("%s: dropping a torn last line (%d bytes) left by a crash", self.path.name, size - pos)
+            fp.truncate(pos)
+
+    def append(self, line: bytes) -> tuple[int, int]:
+        """Write one whole line; return (offset, length)."""
+        offset = self.size
+        view = memoryview(line)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        self.size += len(line)
+        self.dirty = True
+        return offset, len(line)
+
+    def sync(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.sync()
+            os.close(self._fd)
+            self._fd = -1
+
+
+def iter_lines(path: Path) -> Iterable[bytes]:
+    """Complete lines of a JSONL file (a torn last line is skipped)."""
+    with path.open("rb") as fp:
+        for line in fp:
+            if line.endswith(b"\n"):
+                yield line
+
+
+@dataclass(slots=True)
+class Ref:
+    """Where a terminal record's trajectory lives."""
+
+    status: str
+    file: str
+    offset: int
+    length: int
+    index: int  # prompt_index written in the entry
+    batch: int
+
+
+@dataclass
+class LedgerState:
+    terminal: dict[str, Ref] = field(default_factory=dict)
+    failed: dict[str, dict] = field(default_factory=dict)  # latest failure of keys not yet terminal
+    records: int = 0
+    next_batch: int = 0
+
+
+class RunStore:
+    """Single writer of a run directory."""
+
+    def __init__(self, run_dir: Path):
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._batches: dict[int, AppendLog] = {}
+        self._ledger: AppendLog | None = None
+        self._discarded: AppendLog | None = None
+        self._failures: AppendLog | None = None
+        self._lock = threading.Lock()
+
+    # -- loading -------------------------------------------------------------------
+
+    def load(self, on_record: Callable[[dict], None] | None = None) -> LedgerState:
+        """Read the ledger (repairing a torn tail); call `on_record` for every record kept."""
+        state = LedgerState()
+        path = self.dir / LEDGER
+        existing = [int(m.group(1)) for p in self.dir.glob("batch_*.jsonl") if (m := BATCH_RE.match(p.name))]
+        state.next_batch = max(existing, default=-1) + 1
+        if path.exists():
+            AppendLog(path).close()  # repair only
+            sizes: dict[str, int] = {}
+            for raw in iter_lines(path):
+                try:
+                    rec = json.loads(raw)
+                    key, status = rec["key"], rec["status"]
+                except (ValueError, KeyError, TypeError):
+                    log.warning("%s: skipping an unreadable record", LEDGER)
+                    continue
+                state.records += 1
+                if key in state.terminal:
+                    continue  # exactly once: the first terminal record wins
+                if status in TERMINAL:
+                    fname = rec["file"]
+                    if fname not in sizes:
+                        f = self.dir / fname
+                        sizes[fname] = f.stat().st_size if f.exists() else -1
+                    if rec["offset"] + rec["length"] > sizes[fname]:
+                        log.warning("ledger points past the end of %s; prompt %s will run again", fname, key)
+                        continue
+                    state.terminal[key] = Ref(status, fname, rec["offset"], rec["length"], rec["index"], rec.get("batch", -1))
+                    state.failed.pop(key, None)
+                elif status == "failed":
+                    state.failed[key] = rec
+                else:
+                    continue
+                if on_record:
+                    on_record(rec)
+                state.next_batch = max(state.next_batch, rec.get("batch", -1) + 1)
+        return state
+
+    # -- writing -------------------------------------------------------------------
+
+    def _log(self, name: str) -> AppendLog:
+        attr = {LEDGER: "_ledger", DISCARDED: "_discarded", FAILURES: "_failures"}[name]
+        log_ = getattr(self, attr)
+        if log_ is None:
+            log_ = AppendLog(self.dir / name)
+            setattr(self, attr, log_)
+        return log_
+
+    def _batch(self, num: int) -> AppendLog:
+        b = self._batches.get(num)
+        if b is None:
+            b = self._batches[num] = AppendLog(self.dir / f"batch_{num}.jsonl", repair=False)
+        return b
+
+    def write_trajectory(self, status: str, batch: int, entry_line: bytes, record: dict) -> dict:
+        """Append a kept or discarded trajectory, then its ledger record pointing at it."""
+        with self._lock:
+            target = self._batch(batch) if status == "ok" else self._log(DISCARDED)
+            offset, length = target.append(entry_line)
+            record.update(status=status, file=target.path.name, offset=offset, length=length, batch=batch)
+            self._log(LEDGER).append(dumps_line(record))
+        return record
+
+    def write_failure(self, record: dict, detail: dict) -> dict:
+        with self._lock:
+            record["status"] = "failed"
+            self._log(FAILURES).append(dumps_line({**record, **detail}))
+            self._log(LEDGER).append(dumps_line(record))
+        return record
+
+    def close_batch(self, num: int) -> None:
+        with self._lock:
+            b = self._batches.pop(num, None)
+        if b:
+            b.close()
+
+    def sync(self) -> None:
+        """fsync everything written since the last sync (data files before the ledger)."""
+        with self._lock:
+            logs = [*self._batches.values(), self._discarded, self._failures, self._ledger]
+        for lg in logs:
+            if lg is not None:
+                lg.sync()
+
+    def close(self) -> None:
+        self.sync()
+        with self._lock:
+            for lg in [*self._batches.values(), self._discarded, self._failures, self._ledger]:
+                if lg is not None:
+                    lg.close()
+            self._batches.clear()
+
+    # -- reading back --------------------------------------------------------------
+
+    def read_entry(self, ref: Ref, handles: dict[str, int]) -> bytes:
+        fd = handles.get(ref.file)
+        if fd is None:
+            fd = handles[ref.file] = os.open(self.dir / ref.file, os.O_RDONLY)
+        return os.pread(fd, ref.length, ref.offset)
+
+
+_INDEX_PREFIX = re.compile(rb'^\{"prompt_index": -?\d+')
+
+
+def with_prompt_index(line: bytes, index: int) -> bytes:
+    """Set the prompt_index of an entry line (entries always start with it)."""
+    new, n = _INDEX_PREFIX.subn(b'{"prompt_index": ' + str(index).encode(), line, count=1)
+    if n:
+        return new
+    obj = json.loads(line)
+    obj["prompt_index"] = index
+    return dumps_line(obj)

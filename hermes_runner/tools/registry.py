@@ -1,0 +1,108 @@
+"""Tool registry: the single list of valid tool names and their toolsets."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hermes_runner.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hermes_runner.sandbox.base import Sandbox
+
+
+@dataclass
+class ToolContext:
+    """What a tool may use while it runs for one prompt."""
+
+    sandbox: Sandbox
+    command_timeout_s: float = 180.0
+    max_output_chars: int = 50_000
+    services: dict[str, Any] = field(default_factory=dict)  # backends of optional toolsets
+
+
+@dataclass(slots=True)
+class ToolResult:
+    content: str  # text sent back to the model (JSON for our tools)
+    ok: bool
+
+    @classmethod
+    def of(cls, payload: Any, ok: bool = True) -> ToolResult:
+        text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+        return cls(text, ok)
+
+    @classmethod
+    def error(cls, message: str) -> ToolResult:
+        return cls(json.dumps({"error": message}, ensure_ascii=False), False)
+
+
+ToolFn = Callable[[ToolContext, dict], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    toolset: str
+    description: str
+    parameters: dict
+    run: ToolFn
+
+    def openai_schema(self) -> dict:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+_TOOLS: dict[str, Tool] = {}
+_TOOLSETS: dict[str, list[str]] = {}
+
+
+def register(tool: Tool) -> Tool:
+    if tool.name in _TOOLS:
+        raise ValueError(f"tool {tool.name!r} registered twice")
+    _TOOLS[tool.name] = tool
+    _TOOLSETS.setdefault(tool.toolset, []).append(tool.name)
+    return tool
+
+
+def tool(toolset: str, name: str, description: str, parameters: dict) -> Callable[[ToolFn], ToolFn]:
+    """Decorator: register an async tool function."""
+
+    def wrap(fn: ToolFn) -> ToolFn:
+        register(Tool(name, toolset, description, parameters, fn))
+        return fn
+
+    return wrap
+
+
+def _load_builtin() -> None:
+    # Importing the modules registers their tools.
+    from hermes_runner.tools import files, terminal  # noqa: F401
+
+
+def all_tools() -> dict[str, Tool]:
+    _load_builtin()
+    return _TOOLS
+
+
+def toolset_names() -> list[str]:
+    _load_builtin()
+    return sorted(_TOOLSETS)
+
+
+def tool_names() -> list[str]:
+    """Every valid tool name, sorted (the zero-filled keys of tool_stats)."""
+    return sorted(all_tools())
+
+
+def tools_for(toolsets: Iterable[str]) -> list[Tool]:
+    _load_builtin()
+    out: list[Tool] = []
+    for ts in toolsets:
+        if ts not in _TOOLSETS:
+            raise ConfigError(f"unknown toolset {ts!r}; known: {', '.join(sorted(_TOOLSETS))}")
+        out.extend(_TOOLS[n] for n in _TOOLSETS[ts])
+    return out
