@@ -166,6 +166,9 @@ class ExecutorConfig:
     address: str | None = None  # ray: cluster address (None = start a local cluster)
     num_cpus: int | None = None  # ray: CPUs of a local cluster
     sessions_per_worker: int = 32  # ray: sessions multiplexed in one actor
+    cpus_per_worker: float = 1.0  # ray: CPUs reserved per actor (the cluster's CPUs bound the actors)
+    max_restarts: int = 4  # ray: times Ray restarts a dead actor (-1: always)
+    max_redispatch: int = 2  # ray: times a prompt lost with its actor is sent again before it fails
 
 
 @dataclass

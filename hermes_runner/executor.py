@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Protocol, TypeVar
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from hermes_runner.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hermes_runner.config import RunConfig
+    from hermes_runner.worker import WorkerSpec
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -83,3 +90,24 @@ class LocalExecutor:
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             self._tasks.clear()
+
+
+Work = Callable[[Any], Awaitable[Any]]
+
+
+@asynccontextmanager
+async def open_executor(cfg: RunConfig, spec: WorkerSpec) -> AsyncIterator[tuple[Executor, Work]]:
+    """The configured executor and the `work` to map with it (one prompt -> one Outcome)."""
+    backend = cfg.executor.backend
+    if backend == "local":
+        from hermes_runner.worker import session_runner
+
+        async with session_runner(spec) as runner:
+            yield LocalExecutor(cfg.num_workers), runner
+    elif backend == "ray":
+        from hermes_runner.executor_ray import ray_executor
+
+        async with ray_executor(cfg, spec) as (executor, work):
+            yield executor, work
+    else:
+        raise ConfigError(f"unknown executor.backend {backend!r} (local, ray)")

@@ -23,15 +23,14 @@ from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
 from hermes_runner.dataset import Prompt, Rejected, read_prompts
 from hermes_runner.errors import ConfigError
-from hermes_runner.executor import Executor, LocalExecutor
-from hermes_runner.model import OpenAIChatModel
+from hermes_runner.executor import Executor, Work, open_executor
 from hermes_runner.progress import RunProgress
-from hermes_runner.sandbox import make_backend
 from hermes_runner.serve import serving
-from hermes_runner.session import Failure, Outcome, SessionRunner
+from hermes_runner.session import Failure, Outcome
 from hermes_runner.stats import RunStats
 from hermes_runner.store import LedgerState, Ref, RunStore, atomic_write, atomic_write_json, dumps_line, with_prompt_index
 from hermes_runner.tools.registry import tool_names, toolset_names
+from hermes_runner.worker import WorkerSpec
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ CHECKPOINT_EVERY_S = 10.0
 DATA_KEYS = (
     "dataset_file", "model.name", "distribution", "seed", "max_turns", "max_tokens", "reasoning",
     "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
-    "sandbox.backend", "sandbox.image",
+    "sandbox.backend", "sandbox.image", "shard.index", "shard.count",
 )  # fmt: skip
 
 
@@ -273,13 +272,6 @@ class Run:
     async def execute(self, plan: Plan) -> None:
         cfg = self.cfg
         async with serving(cfg.model, self.dir) as served_url:
-            backend = make_backend(cfg.sandbox, cfg.run_name, str(self.dir))
-            unavailable = await backend.start(set(plan.images))
-            for image, reason in unavailable.items():
-                log.error("image %s unavailable (%d prompts will fail): %s", image, plan.images[image], reason)
-            model = OpenAIChatModel(
-                cfg.model, cfg.provider, cfg.reasoning, cfg.max_tokens, pool_size=cfg.num_workers, base_url=served_url
-            )
             settings = AgentSettings(
                 max_turns=cfg.max_turns,
                 system_prompt=cfg.system_prompt,
@@ -289,16 +281,14 @@ class Run:
                 verbose=cfg.verbose,
                 log_prefix_chars=cfg.log_prefix_chars,
             )
-            runner = SessionRunner(cfg, model, backend, settings, unavailable)
-            try:
-                await self._drive(plan, runner)
-            finally:
-                await model.aclose()
-                await backend.shutdown()
+            spec = WorkerSpec(cfg, str(self.dir), settings, served_url, dict(plan.images), pool_size=cfg.num_workers)
+            async with open_executor(cfg, spec) as (executor, work):
+                self.executor = executor
+                await self._drive(plan, work)
 
-    async def _drive(self, plan: Plan, runner: SessionRunner) -> None:
+    async def _drive(self, plan: Plan, work: Work) -> None:
         cfg = self.cfg
-        self.executor = executor = LocalExecutor(cfg.num_workers)
+        executor = self.executor
         first_batch = self.state.next_batch
         for n in range(plan.to_run):
             self.batch_left[first_batch + n // cfg.batch_size] += 1
@@ -315,7 +305,7 @@ class Run:
         self.progress = RunProgress(cfg.run_name, plan.to_run, enabled=cfg.progress)
         try:
             with self.progress:
-                async for outcome in executor.map_unordered(runner, items()):
+                async for outcome in executor.map_unordered(work, items()):
                     self._record(outcome, batch_of.pop(outcome.prompt.key))
         finally:
             syncer.cancel()

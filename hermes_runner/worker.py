@@ -1,0 +1,54 @@
+"""The parts one process needs to run sessions, built from plain (picklable) values.
+
+The driver builds them in-process for the local executor; a Ray actor builds its own from
+the same `WorkerSpec`, because clients and sandbox backends cannot cross a process boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from hermes_runner.agent import AgentSettings
+from hermes_runner.config import RunConfig
+from hermes_runner.model import OpenAIChatModel
+from hermes_runner.sandbox import make_backend
+from hermes_runner.session import SessionRunner
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerSpec:
+    """Everything needed to build a SessionRunner anywhere: config and plain values only."""
+
+    cfg: RunConfig
+    run_dir: str
+    settings: AgentSettings
+    base_url: str | None = None  # a served model's URL (None: cfg.model.base_url)
+    images: dict[str, int] = field(default_factory=dict)  # image -> prompts that need it
+    pool_size: int = 4  # HTTP connections of this process's model client
+
+
+@asynccontextmanager
+async def session_runner(spec: WorkerSpec) -> AsyncIterator[SessionRunner]:
+    """Start the sandbox backend and the model client; close both on exit."""
+    cfg = spec.cfg
+    backend = make_backend(cfg.sandbox, cfg.run_name, spec.run_dir)
+    unavailable = await backend.start(set(spec.images))
+    for image, reason in unavailable.items():
+        log.error("image %s unavailable (%d prompts will fail): %s", image, spec.images.get(image, 0), reason)
+    try:
+        model = OpenAIChatModel(
+            cfg.model, cfg.provider, cfg.reasoning, cfg.max_tokens, pool_size=spec.pool_size, base_url=spec.base_url
+        )
+    except BaseException:
+        await backend.shutdown()
+        raise
+    try:
+        yield SessionRunner(cfg, model, backend, spec.settings, unavailable)
+    finally:
+        await model.aclose()
+        await backend.shutdown()
