@@ -247,6 +247,9 @@ class RayExecutor(LocalExecutor):
         while True:
             slot = await self._acquire()
             if slot is None:
+                if not self._stopping:
+                    log.error("no live Ray worker is left: no new prompt starts (rerun to continue)")
+                    self.stop()
                 return _failure(prompt, WORKER_LOST, "no live Ray worker is left", started)
             try:
                 ref = slot.actor.run.remote(prompt)

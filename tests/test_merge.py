@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, read_jsonl, run_inprocess, script, write_jsonl
 
 from hermes_runner.errors import ConfigError
-from hermes_runner.merge import merge
+from hermes_runner.merge import main, merge
 
 N = 11
 QUIET = "sandbox.local.isolation=none"  # tool output without host paths, so shard and whole runs compare equal
@@ -110,9 +110,6 @@ def test_a_run_dir_keeps_its_shard(make_cfg, dataset, tmp_path, server):
     assert code == 2  # refused: the data-defining config changed
 
 
-def test_cli_reports_refusals(tmp_path):
-    cli = subprocess.run(
-        [sys.executable, "-m", "hermes_runner.merge", str(tmp_path / "o"), str(tmp_path / "nope")],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert cli.returncode == 2 and "is not a run directory" in cli.stderr
+def test_cli_reports_refusals(tmp_path, capsys):
+    assert main([str(tmp_path / "o"), str(tmp_path / "nope")]) == 2
+    assert "merge refused:" in capsys.readouterr().err and not (tmp_path / "o").exists()
