@@ -26,7 +26,7 @@ from hermes_runner.config import ExecutorConfig, RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError
 from hermes_runner.executor import LocalExecutor, Work
-from hermes_runner.session import Failure, Outcome
+from hermes_runner.session import Failure, Outcome, SessionRunner
 from hermes_runner.worker import WorkerSpec, session_runner
 
 try:
@@ -52,10 +52,10 @@ class SessionActor:
         )
         self.spec = spec
         self._stack: AsyncExitStack | None = None
-        self._runner = None
+        self._runner: SessionRunner | None = None
         self._lock = asyncio.Lock()
 
-    async def _ensure(self):
+    async def _ensure(self) -> SessionRunner:
         async with self._lock:
             if self._runner is None:
                 stack = AsyncExitStack()
@@ -99,7 +99,7 @@ def _init_ray(ecfg: ExecutorConfig) -> bool:
         return False
     # Ship this package to the workers, so a cluster runs exactly the driver's code.
     runtime_env = {"py_modules": [str(Path(hermes_runner.__file__).parent)]}
-    common = dict(runtime_env=runtime_env, log_to_driver=True, configure_logging=False)
+    common = {"runtime_env": runtime_env, "log_to_driver": True, "configure_logging": False}
     if ecfg.address:
         log.info("connecting to the Ray cluster at %s", ecfg.address)
         try:
@@ -179,7 +179,7 @@ class RayExecutor(LocalExecutor):
                     log.warning("waiting for Ray workers: 0/%d ready after %.0fs", n, time.monotonic() - started)
 
     async def close(self) -> None:
-        for t in self._probes:
+        for t in list(self._probes):
             t.cancel()
         live = [s for s in self.slots if s.state != "dead"]
         refs = []

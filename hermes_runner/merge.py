@@ -16,7 +16,7 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hermes_runner.errors import ConfigError
@@ -124,7 +124,7 @@ def _rate(part: float, whole: float) -> float:
 def merge_statistics(shards: list[Shard]) -> dict:
     """One statistics.json for the whole run: counts summed, rates recomputed."""
     stats = _combine([s.stats for s in shards])
-    stats["completed_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    stats["completed_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     stats["duration_seconds"] = max(s.stats.get("duration_seconds", 0.0) for s in shards)  # shards run side by side
     stats["prompts"]["rejected_lines"] = max(s.stats["prompts"].get("rejected_lines", 0) for s in shards)
     for t in stats.get("tool_statistics", {}).values():

@@ -18,8 +18,8 @@ from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, run_inproces
 
 ray = pytest.importorskip("ray")
 
-from hermes_runner.config import ExecutorConfig  # noqa: E402
-from hermes_runner.executor_ray import _init_ray  # noqa: E402
+from hermes_runner.config import ExecutorConfig
+from hermes_runner.executor_ray import _init_ray
 
 pytestmark = pytest.mark.timeout(300)
 RAY = ["executor=ray", "executor.cpus_per_worker=0.5"]
