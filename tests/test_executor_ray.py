@@ -35,13 +35,17 @@ def cluster():
     ray.shutdown()
 
 
-def actor_pids() -> list[int]:
-    """Processes of our session actors on this machine (Ray titles them `ray::SessionActor...`)."""
+def actor_pids(talking_to: int) -> list[int]:
+    """Our session actors (Ray titles them `ray::SessionActor...`) with a connection to port `talking_to`."""
     out = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = p.info["cmdline"] or []
         if cmd and cmd[0].startswith("ray::SessionActor"):
-            out.append(p.info["pid"])
+            try:
+                if any(c.raddr and c.raddr.port == talking_to for c in p.net_connections("tcp")):
+                    out.append(p.info["pid"])
+            except psutil.Error:
+                continue
     return out
 
 
@@ -86,7 +90,7 @@ def kill_one_actor_when_busy(server, busy: int, timeout: float = 60) -> int:
     """SIGKILL one session actor once `busy` model calls are in progress; return its pid."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pids = actor_pids()
+        pids = actor_pids(talking_to=server.port)
         if server.in_flight >= busy and pids:
             os.kill(pids[0], signal.SIGKILL)
             return pids[0]
