@@ -119,14 +119,18 @@ def execute_run(
         console.print("dry_run=true: nothing was run.")
         return 0, None
     error: BaseException | None = None
+    run.install_signals()
     try:
         asyncio.run(run.execute(plan))
     except ConfigError as exc:
         log.error("%s", exc)
         error = exc
     finally:
-        stats = run.finalize(plan)
-        record_invocation(run_dir, run.invocation, cfg, overrides or [], started, time.time())
+        try:
+            stats = run.finalize(plan)
+            record_invocation(run_dir, run.invocation, cfg, overrides or [], started, time.time())
+        finally:
+            run.restore_signals()
         if error is None:
             print_summary(console, stats, run_dir)
     if error is not None:

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+import hashlib
+
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 
 class Effort(str, Enum):
@@ -221,8 +223,18 @@ class RunConfig:
     progress: bool = True
 
 
+def safe_dirname(text: str, limit: int = 160) -> str:
+    """A job's override string as one directory name: no path separators, bounded length."""
+    name = text.replace("/", "_").replace("\\", "_") or "default"
+    if len(name) > limit:
+        name = f"{name[: limit - 17]}-{hashlib.sha1(name.encode()).hexdigest()[:16]}"
+    return name
+
+
 def register_configs() -> None:
     """Register schemas so YAML options in each group are validated against them."""
+    if not OmegaConf.has_resolver("hr.dirname"):
+        OmegaConf.register_new_resolver("hr.dirname", safe_dirname)
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
     cs.store(group="model", name="model_schema", node=ModelConfig)

@@ -245,6 +245,7 @@ class Run:
         self.interrupted = False
         self.budget_stop: str | None = None
         self.executor: Executor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.progress: RunProgress | None = None
         self.batch_left: Counter = Counter()
 
@@ -298,6 +299,8 @@ class Run:
 
     async def _drive(self, plan: Plan, runner: SessionRunner) -> None:
         cfg = self.cfg
+        if self.interrupted:
+            return
         self.executor = executor = LocalExecutor(cfg.num_workers)
         first_batch = self.state.next_batch
         for n in range(plan.to_run):
@@ -309,8 +312,7 @@ class Run:
                 batch_of[p.key] = b
                 yield p
 
-        loop = asyncio.get_running_loop()
-        self._install_signals(loop)
+        self._loop = asyncio.get_running_loop()
         syncer = asyncio.ensure_future(self._sync_loop())
         self.progress = RunProgress(cfg.run_name, plan.to_run, enabled=cfg.progress)
         try:
@@ -321,7 +323,6 @@ class Run:
             syncer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await syncer
-            self._remove_signals(loop)
 
     def _record(self, outcome: Outcome, batch: int) -> None:
         cfg, p = self.cfg, outcome.prompt
@@ -366,26 +367,25 @@ class Run:
                 last_ckpt = time.monotonic()
                 await asyncio.to_thread(self.write_checkpoint)
 
-    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> None:
-        def on_signal(signum: int) -> None:
+    def install_signals(self) -> None:
+        """Ctrl-C / SIGTERM: the first stops gracefully, a second exits at once."""
+
+        def on_signal(signum: int, frame: object) -> None:
             if self.interrupted:
-                log.error("second interrupt: exiting now (a rerun resumes; leftovers are cleaned at its start)")
+                os.write(2, b"second interrupt: exiting now (a rerun resumes; leftovers are cleaned at its start)\n")
                 os._exit(130)
             self.interrupted = True
-            n = self.executor.in_flight if self.executor else 0
-            log.warning("interrupted: cancelling %d in-flight prompts, saving progress (again to exit now)", n)
-            if self.executor:
-                self.executor.cancel()
+            os.write(2, b"interrupted: cancelling in-flight prompts and saving progress (again to exit now)\n")
+            if self._loop is not None and self.executor is not None:
+                self._loop.call_soon_threadsafe(self.executor.cancel)
 
         for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, on_signal, sig)
+            signal.signal(sig, on_signal)
 
     @staticmethod
-    def _remove_signals(loop: asyncio.AbstractEventLoop) -> None:
+    def restore_signals() -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
 
     # -- derived outputs -----------------------------------------------------------------
 
