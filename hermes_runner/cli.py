@@ -88,7 +88,7 @@ def run_job(dcfg: DictConfig) -> int:
 
 
 def _run_job(dcfg: DictConfig) -> int:
-    console = Console()
+    console = Console(soft_wrap=True)
     if dcfg.get("list_distributions"):
         console.print(distributions.describe(load_distributions()), markup=False)
         return 0
@@ -106,7 +106,7 @@ def execute_run(
     cfg: RunConfig, run_dir: Path, overrides: list[str] | None = None, console: Console | None = None
 ) -> tuple[int, dict | None]:
     """Plan, run and finalize one invocation; return (exit code, statistics)."""
-    console = console or Console()
+    console = console or Console(soft_wrap=True)
     run = Run(cfg, run_dir, overrides)
     started = time.time()
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from hermes_runner.logs import console as default_console
 from hermes_runner.model import Usage
 
 
@@ -22,7 +23,7 @@ class RunProgress:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
-            console=console,
+            console=console or default_console,
             disable=not enabled,
             refresh_per_second=4,
         )
