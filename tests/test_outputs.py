@@ -35,7 +35,7 @@ def shape(value):
 def test_200_prompts_16_workers_one_schema_and_hf_loadable(make_cfg, tmp_path, run_dir, server):
     rows = [{"prompt": VARIED[i % len(VARIED)](i), **({"extra": i} if i % 3 == 0 else {"other": "x"})} for i in range(200)]
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
-    server.latency = 0.01
+    server.latency = 0.2  # long enough that all 16 sessions are in flight together
     code, stats = run_inprocess(make_cfg("num_workers=16", "batch_size=25", dataset=ds), run_dir)
     assert code == 0
     entries = read_jsonl(run_dir / "trajectories.jsonl")
