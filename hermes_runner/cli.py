@@ -75,7 +75,8 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
 
 
 def run_job(dcfg: DictConfig) -> int:
-    """Run one Hydra job; in a single run, exit with 0 (done), 1 (prompts failed), 2 (bad input), 130 (interrupted)."""
+    """Run one Hydra job; in a single run exit with 0 (done), 1 (some prompts failed), 2 (bad input or
+    config), 3 (stopped by a budget), 130 (interrupted)."""
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     code = _run_job(dcfg)
     if multirun:
@@ -116,6 +117,11 @@ def execute_run(
         return 2, None
     print_plan(console, cfg, plan, run_dir)
     if cfg.dry_run:
+        try:
+            console.print(asyncio.run(run.dry_run(plan)), markup=False)
+        except ConfigError as exc:
+            log.error("%s", exc)
+            return 2, None
         console.print("dry_run=true: nothing was run.")
         return 0, None
     error: BaseException | None = None
@@ -138,4 +144,10 @@ def execute_run(
     if run.interrupted:
         console.print("[yellow]Interrupted.[/] Run the same command again to finish the remaining prompts.")
         return 130, stats
+    if run.budget_stop:
+        console.print(
+            f"[yellow]Stopped by budget[/]: {run.budget_stop}. "
+            "Run the same command with a higher limit to continue."
+        )
+        return 3, stats
     return (1 if stats["prompts"]["failed"] else 0), stats

@@ -74,6 +74,16 @@ class PriceConfig:
 
 
 @dataclass
+class RateLimitConfig:
+    """Client-side limits shared by every session that calls this endpoint."""
+
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    adaptive: bool = True  # lower concurrency on 429 episodes, raise it back while calls succeed
+    min_concurrency: int = 1
+
+
+@dataclass
 class ModelConfig:
     name: str = MISSING  # model id sent to the endpoint
     base_url: str = MISSING
@@ -89,6 +99,7 @@ class ModelConfig:
     default_headers: dict[str, str] = field(default_factory=dict)
     serve: ServeConfig = field(default_factory=ServeConfig)
     price: PriceConfig = field(default_factory=PriceConfig)
+    rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)
 
 
 @dataclass
