@@ -7,11 +7,10 @@ before any model call.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
-
-import hashlib
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf

@@ -13,13 +13,14 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from hermes_runner import distributions, estimate, sharegpt
 from hermes_runner.agent import AgentSettings, SessionResult
+from hermes_runner.budget import RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
 from hermes_runner.dataset import Prompt, Rejected, read_prompts
 from hermes_runner.errors import ConfigError
@@ -27,12 +28,19 @@ from hermes_runner.executor import Executor, LocalExecutor
 from hermes_runner.model import OpenAIChatModel
 from hermes_runner.progress import RunProgress
 from hermes_runner.ratelimit import EndpointLimiter
-from hermes_runner.budget import RunBudget
 from hermes_runner.sandbox import make_backend
 from hermes_runner.serve import serving
 from hermes_runner.session import Failure, Outcome, SessionRunner
 from hermes_runner.stats import RunStats
-from hermes_runner.store import LedgerState, Ref, RunStore, atomic_write, atomic_write_json, dumps_line, with_prompt_index
+from hermes_runner.store import (
+    LedgerState,
+    Ref,
+    RunStore,
+    atomic_write,
+    atomic_write_json,
+    dumps_line,
+    with_prompt_index,
+)
 from hermes_runner.tools.registry import tool_names, toolset_names
 
 log = logging.getLogger(__name__)
@@ -96,14 +104,14 @@ def open_run(cfg: RunConfig, run_dir: Path, create: bool = True) -> int:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def record_invocation(run_dir: Path, n: int, cfg: RunConfig, overrides: list[str], started: float, ended: float | None) -> None:
     entry = {
         "invocation": n,
-        "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
-        "ended": datetime.fromtimestamp(ended, timezone.utc).isoformat(timespec="seconds") if ended else None,
+        "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+        "ended": datetime.fromtimestamp(ended, UTC).isoformat(timespec="seconds") if ended else None,
         "duration_s": round(ended - started, 3) if ended else None,
         "pid": os.getpid(),
         "argv": sys.argv[1:],

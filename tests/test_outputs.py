@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from conftest import read_jsonl, run_inprocess, script, write_jsonl
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig
+
+from conftest import read_jsonl, run_inprocess, script, write_jsonl
 
 VARIED = [
     lambda i: f"default {i}",
