@@ -109,6 +109,13 @@ def execute_run(
     """Plan, run and finalize one invocation; return (exit code, statistics)."""
     console = console or Console(soft_wrap=True)
     run = Run(cfg, run_dir, overrides)
+    try:
+        return _invocation(run, cfg, run_dir, overrides or [], console)
+    finally:
+        run.store.unlock()
+
+
+def _invocation(run: Run, cfg: RunConfig, run_dir: Path, overrides: list[str], console: Console) -> tuple[int, dict | None]:
     started = time.time()
     try:
         plan = run.prepare()
@@ -134,7 +141,7 @@ def execute_run(
     finally:
         try:
             stats = run.finalize(plan)
-            record_invocation(run_dir, run.invocation, cfg, overrides or [], started, time.time())
+            record_invocation(run_dir, run.invocation, cfg, overrides, started, time.time())
         finally:
             run.restore_signals()
         if error is None:

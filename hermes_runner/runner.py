@@ -35,6 +35,7 @@ from hermes_runner.stats import RunStats
 from hermes_runner.store import (
     LedgerState,
     Ref,
+    RunDirBusy,
     RunStore,
     atomic_write,
     atomic_write_json,
@@ -274,6 +275,10 @@ class Run:
             raise ConfigError(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
         distributions.validate(cfg.distribution, toolset_names())
         self.prefill = load_prefill(cfg.prefill_messages_file)
+        try:
+            self.store.lock()
+        except RunDirBusy as exc:
+            raise ConfigError(f"{exc}: one run directory takes one runner at a time") from None
         self.invocation = open_run(cfg, self.dir, create=not cfg.dry_run)
         self.state = self.store.load(on_record=self.stats.add)
         plan = make_plan(cfg, self.state, self.dir)

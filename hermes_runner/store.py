@@ -9,6 +9,7 @@ Every prompt that ends gets one terminal record in `ledger.jsonl` (ok / discarde
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -140,17 +141,40 @@ class LedgerState:
     next_batch: int = 0
 
 
+class RunDirBusy(Exception):
+    """Another live process holds the run directory."""
+
+
 class RunStore:
     """Single writer of a run directory."""
 
     def __init__(self, run_dir: Path):
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = -1
         self._batches: dict[int, AppendLog] = {}
         self._ledger: AppendLog | None = None
         self._discarded: AppendLog | None = None
         self._failures: AppendLog | None = None
         self._lock = threading.Lock()
+
+    def lock(self) -> None:
+        """Take the run directory for this process (released when the process ends, even by kill -9)."""
+        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunDirBusy(f"{self.dir} is in use by {holder}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
 
     # -- loading -------------------------------------------------------------------
 
