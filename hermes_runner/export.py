@@ -31,10 +31,27 @@ log = logging.getLogger(__name__)
 
 FORMATS = ("parquet", "hf", "openai", "splits")
 SPLITS = ("kept", "discarded")
-USAGE_KEYS = {"prompt_tokens": "int64", "completion_tokens": "int64", "cached_tokens": "int64",
-              "reasoning_tokens": "int64", "total_tokens": "int64", "cost_usd": "float64"}  # fmt: skip
-KNOWN = {"prompt_index", "conversations", "metadata", "completed", "partial", "api_calls", "toolsets_used",
-         "tool_stats", "tool_error_counts", "usage", "discard_reason"}  # fmt: skip
+USAGE_KEYS = {
+    "prompt_tokens": "int64",
+    "completion_tokens": "int64",
+    "cached_tokens": "int64",
+    "reasoning_tokens": "int64",
+    "total_tokens": "int64",
+    "cost_usd": "float64",
+}
+KNOWN = {
+    "prompt_index",
+    "conversations",
+    "metadata",
+    "completed",
+    "partial",
+    "api_calls",
+    "toolsets_used",
+    "tool_stats",
+    "tool_error_counts",
+    "usage",
+    "discard_reason",
+}
 
 
 class ExportError(RunnerError):
@@ -80,15 +97,20 @@ class Schema:
 
     def __init__(self, rows: list[dict]):
         self.tools = sorted({n for r in rows for n in (r.get("tool_stats") or {})})
-        self.meta = {k: _scalar_type([(r.get("metadata") or {}).get(k) for r in rows])
-                     for k in sorted({k for r in rows for k in (r.get("metadata") or {})})}  # fmt: skip
+        self.meta = {
+            k: _scalar_type([(r.get("metadata") or {}).get(k) for r in rows])
+            for k in sorted({k for r in rows for k in (r.get("metadata") or {})})
+        }
         self.extra = {k: _scalar_type([r.get(k) for r in rows]) for k in sorted({k for r in rows for k in r} - KNOWN)}
 
     def features(self) -> datasets.Features:
         from datasets import Features, List, Value
 
-        call = {"id": Value("string"), "type": Value("string"),
-                "function": {"name": Value("string"), "arguments": Value("string")}}  # fmt: skip
+        call = {
+            "id": Value("string"),
+            "type": Value("string"),
+            "function": {"name": Value("string"), "arguments": Value("string")},
+        }
         counts = {"count": Value("int64"), "success": Value("int64"), "failure": Value("int64")}
         spec = {
             "prompt_index": Value("int64"),
@@ -120,17 +142,21 @@ class Schema:
         out = {
             "prompt_index": int(e.get("prompt_index", -1)),
             "conversations": [
-                {"from": str(t.get("from", "")), "value": str(t.get("value") or ""),
-                 "tool_calls": clean_calls(t.get("tool_calls") or [])}
+                {
+                    "from": str(t.get("from", "")),
+                    "value": str(t.get("value") or ""),
+                    "tool_calls": clean_calls(t.get("tool_calls") or []),
+                }
                 for t in e.get("conversations") or []
-            ],  # fmt: skip
+            ],
             "metadata": {k: _cast(meta.get(k), t) for k, t in self.meta.items()},
             "completed": bool(e.get("completed")),
             "partial": bool(e.get("partial")),
             "api_calls": int(e.get("api_calls") or 0),
             "toolsets_used": [str(t) for t in e.get("toolsets_used") or []],
-            "tool_stats": {n: {**zero, **{k: int(v) for k, v in (stats.get(n) or {}).items() if k in zero}}
-                           for n in self.tools},  # fmt: skip
+            "tool_stats": {
+                n: {**zero, **{k: int(v) for k, v in (stats.get(n) or {}).items() if k in zero}} for n in self.tools
+            },
             "tool_error_counts": {n: int((e.get("tool_error_counts") or {}).get(n, 0)) for n in self.tools},
             "usage": {k: (float if t == "float64" else int)(usage.get(k) or 0) for k, t in USAGE_KEYS.items()},
             "discard_reason": e.get("discard_reason"),
@@ -194,7 +220,9 @@ def export(run_dir: Path | str, fmt: str, out: Path | str | None = None, reasoni
         )
     run = RunData.load(run_dir)
     if run.live:
-        log.warning("%s is still running or did not finish: exporting the %d prompts finished so far", run_dir, len(run.final))
+        log.warning(
+            "%s is still running or did not finish: exporting the %d prompts finished so far", run_dir, len(run.final)
+        )
     target = Path(out) if out else Path(run_dir) / "export" / fmt
     splits = read_splits(run, SPLITS if fmt == "splits" else ("kept",))
     counts = {k: len(v) for k, v in splits.items()}
@@ -240,14 +268,21 @@ def push_to_hub(path: Path, fmt: str, repo: str, private: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     doc = __doc__ or ""
-    ap = argparse.ArgumentParser(prog="python -m hermes_runner.export", description=doc.splitlines()[0],
-                                 epilog=doc.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="python -m hermes_runner.export",
+        description=doc.splitlines()[0],
+        epilog=doc.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("run_dir", help="a run directory, e.g. outputs/my_run")
     ap.add_argument("--to", required=True, choices=FORMATS, help="export format")
     ap.add_argument("--out", help="output directory (default: <run_dir>/export/<format>)")
-    ap.add_argument("--reasoning", choices=("field", "inline", "drop"), default="field",
-                    help="openai format: reasoning as `reasoning_content` (default), as a <think> block in the "
-                         "content, or dropped")  # fmt: skip
+    ap.add_argument(
+        "--reasoning",
+        choices=("field", "inline", "drop"),
+        default="field",
+        help="openai format: reasoning as `reasoning_content` (default), as a <think> block in the content, or dropped",
+    )
     ap.add_argument("--push-to-hub", metavar="REPO", help="also upload to this Hugging Face dataset repo")
     ap.add_argument("--private", action="store_true", help="create the Hub repo as private")
     args = ap.parse_args(argv)

@@ -26,7 +26,11 @@ def tools_of(system: str) -> list[dict]:
     return [
         {
             "type": "function",
-            "function": {"name": t["name"], "description": t.get("description", ""), "parameters": t.get("parameters") or {}},
+            "function": {
+                "name": t["name"],
+                "description": t.get("description", ""),
+                "parameters": t.get("parameters") or {},
+            },
         }
         for t in listed
         if isinstance(t, dict) and isinstance(t.get("name"), str)
@@ -35,8 +39,12 @@ def tools_of(system: str) -> list[dict]:
 
 def system_prompt_of(system: str, tools: list[dict]) -> str:
     """The run's own system prompt inside a Hermes system turn (the text after the tool listing)."""
-    listed = [SimpleNamespace(name=t["function"]["name"], description=t["function"]["description"],
-                              parameters=t["function"]["parameters"]) for t in tools]  # fmt: skip
+    listed = [
+        SimpleNamespace(
+            name=t["function"]["name"], description=t["function"]["description"], parameters=t["function"]["parameters"]
+        )
+        for t in tools
+    ]
     head = sharegpt.system_turn(listed)  # type: ignore[arg-type]
     if system == head:
         return ""
@@ -125,6 +133,12 @@ def to_openai(entry: dict, reasoning: str = "field") -> dict:
             messages.append(msg)
         elif who == "tool":
             for r in tool_responses(value):
-                messages.append({"role": "tool", "tool_call_id": r["tool_call_id"] or "", "name": r["name"] or "",
-                                 "content": r["content"]})  # fmt: skip
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": r["tool_call_id"] or "",
+                        "name": r["name"] or "",
+                        "content": r["content"],
+                    }
+                )
     return {"messages": messages, "tools": tools}

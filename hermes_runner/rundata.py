@@ -166,7 +166,7 @@ def is_run_dir(path: Path) -> bool:
     return (path / LEDGER).is_file() or (path / MANIFEST).is_file()
 
 
-def find_runs(path: Path | str, max_depth: int = 8) -> list[Path]:
+def find_runs(path: Path | str, max_depth: int = 16) -> list[Path]:
     """The run directories at or under `path` (a run, or a sweep whose jobs are subdirectories)."""
     root = Path(path)
     if not root.is_dir():

@@ -29,7 +29,10 @@ def prompts() -> list[dict]:
         script(
             {
                 "reasoning": "Write then read a file.",
-                "tool_calls": [_call("write_file", path="notes.txt", content="alpha\nbeta\n"), _call("terminal", command="")],
+                "tool_calls": [
+                    _call("write_file", path="notes.txt", content="alpha\nbeta\n"),
+                    _call("terminal", command=""),
+                ],
             },
             {"reasoning": "Read it back.", "tool_calls": [_call("read_file", path="notes.txt")]},
             {"reasoning": "Check exit codes.", "tool_calls": [_call("terminal", command="exit 3")]},
@@ -45,7 +48,10 @@ def prompts() -> list[dict]:
             text="search the web",
         ),
         # partial: output cut by length
-        script({"reasoning": "A long answer follows", "content": "Once upon a", "finish_reason": "length"}, text="long story"),
+        script(
+            {"reasoning": "A long answer follows", "content": "Once upon a", "finish_reason": "length"},
+            text="long story",
+        ),
         # partial: repeated invalid calls
         script(
             *[{"reasoning": "Try again.", "tool_calls": [{"name": "terminal", "arguments": "{not json"}]}] * 3,
@@ -72,8 +78,10 @@ def make_run(server: ScriptedServer, base: Path, name: str = "run", *overrides: 
     """Run the varied dataset through the real runner; return the run dir."""
     base.mkdir(parents=True, exist_ok=True)
     ds = write_jsonl(base / f"{name}.jsonl", prompts())
-    cfg = compose_cfg(base_overrides(server, base) + [f"run_name={name}", f"dataset_file={ds}", "batch_size=5",
-                                                           "sandbox.local.isolation=none", *overrides])
+    cfg = compose_cfg(
+        base_overrides(server, base)
+        + [f"run_name={name}", f"dataset_file={ds}", "batch_size=5", "sandbox.local.isolation=none", *overrides]
+    )
     run_dir = base / name
     code, stats = run_inprocess(cfg, run_dir)
     assert code == 1 and stats is not None, "the sample run has failing prompts by design"

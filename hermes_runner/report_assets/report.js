@@ -209,8 +209,12 @@
     if (history.replaceState) history.replaceState(null, "", "#t=" + id);
   }
 
+  function fromHash() {
+    const m = /^#t=(\d+)$/.exec(location.hash);
+    if (m && Number(m[1]) !== state.selected) open(Number(m[1]));
+  }
   render();
-  const m = /^#t=(\d+)$/.exec(location.hash);
-  if (m) open(Number(m[1]));
+  fromHash();
+  window.addEventListener("hashchange", fromHash);
   document.body.dataset.ready = "1";
 })();
