@@ -80,7 +80,9 @@ def run_charts(job: Job, summ: dict) -> list[Chart]:
     charts.append(
         Chart(
             "Assistant turns per trajectory",
-            svgchart.histogram({job.label: [r.get("turns", 0) for r in trajs]}, label="turns", x_title="turns"),
+            svgchart.histogram(
+                {job.label: [r.get("turns", 0) for r in trajs]}, label="turns", x_title="turns", y_title="trajectories"
+            ),
             f"kept and discarded trajectories; mean {summ['mean_turns']:g}",
         )
     )
