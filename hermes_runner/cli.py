@@ -18,6 +18,7 @@ from rich.table import Table
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig, RunConfig
 from hermes_runner.errors import ConfigError
+from hermes_runner.report import write_report_quietly
 from hermes_runner.runner import Plan, Run, record_invocation
 
 log = logging.getLogger("hermes_runner")
@@ -80,6 +81,7 @@ def run_job(dcfg: DictConfig) -> int:
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     code = _run_job(dcfg)
     if multirun:
+        write_report_quietly(HydraConfig.get().sweep.dir)  # the sweep's page, with the jobs done so far
         if code == 2:
             raise RuntimeError("the job did not start; see the error above")
         return code
@@ -146,6 +148,8 @@ def _invocation(run: Run, cfg: RunConfig, run_dir: Path, overrides: list[str], c
             run.restore_signals()
         if error is None:
             print_summary(console, stats, run_dir)
+    if (report := write_report_quietly(run_dir)) is not None:
+        console.print(f"Report:       {report}")
     if error is not None:
         return 2, stats
     if run.interrupted:

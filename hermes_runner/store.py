@@ -178,14 +178,16 @@ class RunStore:
 
     # -- loading -------------------------------------------------------------------
 
-    def load(self, on_record: Callable[[dict], None] | None = None) -> LedgerState:
-        """Read the ledger (repairing a torn tail); call `on_record` for every record kept."""
+    def load(self, on_record: Callable[[dict], None] | None = None, repair: bool = True) -> LedgerState:
+        """Read the ledger (repairing a torn tail unless `repair` is false, e.g. for a reader of
+        a live run); call `on_record` for every record kept."""
         state = LedgerState()
         path = self.dir / LEDGER
         existing = [int(m.group(1)) for p in self.dir.glob("batch_*.jsonl") if (m := BATCH_RE.match(p.name))]
         state.next_batch = max(existing, default=-1) + 1
         if path.exists():
-            AppendLog(path).close()  # repair only
+            if repair:
+                AppendLog(path).close()  # repair only
             sizes: dict[str, int] = {}
             for raw in iter_lines(path):
                 try:
