@@ -7,12 +7,13 @@ before any model call.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 
 class Effort(str, Enum):
@@ -72,6 +73,16 @@ class PriceConfig:
 
 
 @dataclass
+class RateLimitConfig:
+    """Client-side limits shared by every session that calls this endpoint."""
+
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    adaptive: bool = True  # lower concurrency on 429 episodes, raise it back while calls succeed
+    min_concurrency: int = 1
+
+
+@dataclass
 class ModelConfig:
     name: str = MISSING  # model id sent to the endpoint
     base_url: str = MISSING
@@ -87,6 +98,7 @@ class ModelConfig:
     default_headers: dict[str, str] = field(default_factory=dict)
     serve: ServeConfig = field(default_factory=ServeConfig)
     price: PriceConfig = field(default_factory=PriceConfig)
+    rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)
 
 
 @dataclass
@@ -224,8 +236,18 @@ class RunConfig:
     progress: bool = True
 
 
+def safe_dirname(text: str, limit: int = 160) -> str:
+    """A job's override string as one directory name: no path separators, bounded length."""
+    name = text.replace("/", "_").replace("\\", "_") or "default"
+    if len(name) > limit:
+        name = f"{name[: limit - 17]}-{hashlib.sha1(name.encode()).hexdigest()[:16]}"
+    return name
+
+
 def register_configs() -> None:
     """Register schemas so YAML options in each group are validated against them."""
+    if not OmegaConf.has_resolver("hr.dirname"):
+        OmegaConf.register_new_resolver("hr.dirname", safe_dirname)
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
     cs.store(group="model", name="model_schema", node=ModelConfig)

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from hermes_runner.errors import ConfigError
 
 if TYPE_CHECKING:
+    from hermes_runner.budget import RunBudget
     from hermes_runner.config import RunConfig
+    from hermes_runner.ratelimit import EndpointLimiter
     from hermes_runner.worker import WorkerSpec
 
 T = TypeVar("T")
@@ -96,18 +98,24 @@ Work = Callable[[Any], Awaitable[Any]]
 
 
 @asynccontextmanager
-async def open_executor(cfg: RunConfig, spec: WorkerSpec) -> AsyncIterator[tuple[Executor, Work]]:
-    """The configured executor and the `work` to map with it (one prompt -> one Outcome)."""
+async def open_executor(
+    cfg: RunConfig, spec: WorkerSpec, limiter: EndpointLimiter, budget: RunBudget
+) -> AsyncIterator[tuple[Executor, Work]]:
+    """The configured executor and the `work` to map with it (one prompt -> one Outcome).
+
+    In-process, `limiter` and `budget` meter every model call. On Ray, each actor paces its share
+    of the rate limit itself and the budget is charged with each prompt's usage as it comes back.
+    """
     backend = cfg.executor.backend
     if backend == "local":
         from hermes_runner.worker import session_runner
 
-        async with session_runner(spec) as runner:
+        async with session_runner(spec, hooks=[limiter, budget]) as runner:
             yield LocalExecutor(cfg.num_workers), runner
     elif backend == "ray":
         from hermes_runner.executor_ray import ray_executor
 
-        async with ray_executor(cfg, spec) as (executor, work):
+        async with ray_executor(cfg, spec, budget) as (executor, work):
             yield executor, work
     else:
         raise ConfigError(f"unknown executor.backend {backend!r} (local, ray)")

@@ -14,18 +14,22 @@ import contextlib
 import logging
 import math
 import os
+import signal
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import hermes_runner
-from hermes_runner.config import ExecutorConfig, RunConfig
+from hermes_runner.budget import RunBudget
+from hermes_runner.config import ExecutorConfig, RateLimitConfig, RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError
 from hermes_runner.executor import LocalExecutor, Work
+from hermes_runner.ratelimit import EndpointLimiter
 from hermes_runner.session import Failure, Outcome, SessionRunner
 from hermes_runner.worker import WorkerSpec, session_runner
 
@@ -58,8 +62,10 @@ class SessionActor:
     async def _ensure(self) -> SessionRunner:
         async with self._lock:
             if self._runner is None:
+                spec = self.spec
+                limiter = EndpointLimiter(_share(spec.cfg.model.rate_limit, spec.rate_share), spec.pool_size)
                 stack = AsyncExitStack()
-                self._runner = await stack.enter_async_context(session_runner(self.spec))
+                self._runner = await stack.enter_async_context(session_runner(spec, hooks=[limiter]))
                 self._stack = stack
         return self._runner
 
@@ -77,6 +83,12 @@ class SessionActor:
             stack, self._stack, self._runner = self._stack, None, None
         if stack:
             await stack.aclose()
+
+
+def _share(limit: RateLimitConfig, share: float) -> RateLimitConfig:
+    """One actor's part of the endpoint's rate limit."""
+    scaled = {k: v * share for k in ("requests_per_minute", "tokens_per_minute") if (v := getattr(limit, k))}
+    return replace(limit, **scaled)
 
 
 @dataclass
@@ -100,6 +112,24 @@ def _init_ray(ecfg: ExecutorConfig) -> bool:
     # Ship this package to the workers, so a cluster runs exactly the driver's code.
     runtime_env = {"py_modules": [str(Path(hermes_runner.__file__).parent)]}
     common = {"runtime_env": runtime_env, "log_to_driver": True, "configure_logging": False}
+    with _keep_sigterm_handler():
+        _connect(ecfg, common)
+    return True
+
+
+@contextlib.contextmanager
+def _keep_sigterm_handler() -> Iterator[None]:
+    """ray.init replaces SIGTERM's handler (with sys.exit); the runner's graceful one must stay."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _connect(ecfg: ExecutorConfig, common: dict) -> None:
     if ecfg.address:
         log.info("connecting to the Ray cluster at %s", ecfg.address)
         try:
@@ -115,13 +145,12 @@ def _init_ray(ecfg: ExecutorConfig) -> bool:
             include_dashboard=False,
             **common,
         )
-    return True
 
 
 class RayExecutor(LocalExecutor):
     """The LocalExecutor loop over `work` that runs each prompt on a Ray actor."""
 
-    def __init__(self, cfg: RunConfig, spec: WorkerSpec):
+    def __init__(self, cfg: RunConfig, spec: WorkerSpec, budget: RunBudget | None = None):
         super().__init__(cfg.num_workers)
         ecfg = cfg.executor
         if ecfg.sessions_per_worker < 1:
@@ -130,6 +159,7 @@ class RayExecutor(LocalExecutor):
             raise ConfigError(f"executor.max_redispatch must be >= 0, not {ecfg.max_redispatch}")
         self.ecfg = ecfg
         self.spec = spec
+        self.budget = budget  # charged with each prompt's usage as it comes back
         self.per_actor = min(ecfg.sessions_per_worker, cfg.num_workers)
         self.slots: list[_Slot] = []
         self._changed = asyncio.Condition()
@@ -139,14 +169,14 @@ class RayExecutor(LocalExecutor):
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._owns_ray = _init_ray(self.ecfg)  # in the main thread, where Ray sets its signal handlers
+        self._owns_ray = _init_ray(self.ecfg)  # blocks the loop a few seconds; nothing else runs yet
         cpus = ray.cluster_resources().get("CPU", 0)
         if self.ecfg.cpus_per_worker > cpus:
             raise ConfigError(
                 f"executor.cpus_per_worker={self.ecfg.cpus_per_worker:g} but the Ray cluster has {cpus:g} CPUs"
             )
         n = math.ceil(self.num_workers / self.per_actor)
-        self.spec.pool_size = self.per_actor
+        self.spec.pool_size, self.spec.rate_share = self.per_actor, 1.0 / n
         base = self.spec.base_url or self.spec.cfg.model.base_url
         if self.ecfg.address and any(h in base for h in ("://127.", "://localhost", "://[::1]")):
             log.warning("model URL %s is loopback: workers on other nodes cannot reach it", base)
@@ -254,7 +284,10 @@ class RayExecutor(LocalExecutor):
             try:
                 ref = slot.actor.run.remote(prompt)
                 try:
-                    return await ref
+                    outcome = await ref
+                    if self.budget:
+                        self.budget.charge(outcome.usage)
+                    return outcome
                 except asyncio.CancelledError:
                     with contextlib.suppress(Exception):
                         ray.cancel(ref)  # an async actor task: its session sees CancelledError and cleans up
@@ -284,8 +317,10 @@ def _failure(prompt: Prompt, error_type: str, error: str, started: float) -> Fai
 
 
 @asynccontextmanager
-async def ray_executor(cfg: RunConfig, spec: WorkerSpec) -> AsyncIterator[tuple[RayExecutor, Work]]:
-    executor = RayExecutor(cfg, spec)
+async def ray_executor(
+    cfg: RunConfig, spec: WorkerSpec, budget: RunBudget | None = None
+) -> AsyncIterator[tuple[RayExecutor, Work]]:
+    executor = RayExecutor(cfg, spec, budget)
     try:
         await executor.start()
         yield executor, executor.work

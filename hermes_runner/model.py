@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
@@ -18,32 +18,11 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import ConfigError, EmptyResponse, ModelCallError
 from hermes_runner.reasoning import split_reasoning
+from hermes_runner.usage import Usage, fill_cost
 
 log = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = {408, 409, 429}
-
-
-@dataclass(slots=True)
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    reasoning_tokens: int = 0
-    total_tokens: int = 0
-    cost_usd: float = 0.0
-
-    def add(self, other: Usage) -> None:
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-    def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> Usage:
-        d = d or {}
-        return cls(**{f.name: d.get(f.name, 0) for f in fields(cls)})
 
 
 @dataclass(slots=True)
@@ -235,7 +214,7 @@ class OpenAIChatModel:
         http = openai.DefaultAsyncHttpx2Client(
             limits=httpx2.Limits(max_connections=pool_size + 16, max_keepalive_connections=pool_size + 16),
         )
-        self._client = openai.AsyncOpenAI(
+        self.client = openai.AsyncOpenAI(
             api_key=resolve_api_key(model),
             base_url=base_url or model.base_url,
             max_retries=0,  # one retry layer: tenacity below
@@ -243,7 +222,7 @@ class OpenAIChatModel:
             default_headers=dict(model.default_headers or {}) or None,
             http_client=http,
         )
-        self.hooks: list = []  # objects with optional before_call()/after_call(exc, completion)
+        self.hooks: list = []  # e.g. a rate limiter: `await before_call(estimated_tokens)`, `after_call(exc, completion)`
 
     async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
         kwargs = dict(self._params)
@@ -252,6 +231,7 @@ class OpenAIChatModel:
         if self._extra:
             kwargs["extra_body"] = self._extra
         retries = -1
+        estimate = sum(len(str(m.get("content") or "")) for m in messages) / 4 + 1
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.cfg.max_retries + 1),
             wait=RetryAfterWait(self.cfg.retry_initial_wait_s, self.cfg.retry_max_wait_s),
@@ -264,9 +244,9 @@ class OpenAIChatModel:
                 with attempt:
                     retries += 1
                     for h in self.hooks:
-                        await h.before_call()
+                        await h.before_call(estimate)
                     try:
-                        raw = await self._client.chat.completions.with_raw_response.create(
+                        raw = await self.client.chat.completions.with_raw_response.create(
                             model=self.cfg.name, messages=[api_message(m) for m in messages], **kwargs
                         )
                         completion = parse_completion(json.loads(raw.content))
@@ -281,6 +261,7 @@ class OpenAIChatModel:
         except (openai.APIConnectionError, EmptyResponse) as exc:
             raise ModelCallError(_describe(exc, retries)) from exc
         completion.retries = retries
+        fill_cost(completion.usage, self.cfg.price)
         return completion
 
     @staticmethod
@@ -290,7 +271,7 @@ class OpenAIChatModel:
         log.info("model call failed (%s); retry %d in %.2fs", _short(exc), state.attempt_number, wait)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self.client.close()
 
 
 def _short(exc: BaseException | None) -> str:

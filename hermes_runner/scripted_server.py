@@ -69,6 +69,7 @@ class ScriptedServer:
         self.port = port
         self.record = record
         self.handler: Handler | None = None  # a test may take over replies entirely
+        self.models = ["scripted"]  # ids listed by GET /v1/models
         self.requests: list[Seen] = []
         self.attempts: Counter = Counter()
         self.in_flight = 0
@@ -130,6 +131,7 @@ class ScriptedServer:
             self.attempts.clear()
             self.handler = None
             self.max_in_flight = 0
+            self.models = ["scripted"]
 
     def calls_for(self, text: str) -> list[Seen]:
         """Requests whose first user message contains `text`."""
@@ -138,7 +140,7 @@ class ScriptedServer:
     # -- HTTP -----------------------------------------------------------------------
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+        return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
 
     async def _chat(self, request: web.Request) -> web.Response:
         body = await request.json()

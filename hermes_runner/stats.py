@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hermes_runner.model import Usage
+from hermes_runner.usage import Usage
 
 
 def _rate(part: int, whole: int) -> float:

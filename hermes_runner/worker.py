@@ -7,7 +7,7 @@ the same `WorkerSpec`, because clients and sandbox backends cannot cross a proce
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -30,11 +30,12 @@ class WorkerSpec:
     base_url: str | None = None  # a served model's URL (None: cfg.model.base_url)
     images: dict[str, int] = field(default_factory=dict)  # image -> prompts that need it
     pool_size: int = 4  # HTTP connections of this process's model client
+    rate_share: float = 1.0  # this process's share of model.rate_limit (1/actors on Ray)
 
 
 @asynccontextmanager
-async def session_runner(spec: WorkerSpec) -> AsyncIterator[SessionRunner]:
-    """Start the sandbox backend and the model client; close both on exit."""
+async def session_runner(spec: WorkerSpec, hooks: Sequence[object] = ()) -> AsyncIterator[SessionRunner]:
+    """Start the sandbox backend and the model client (with model-call `hooks`); close both on exit."""
     cfg = spec.cfg
     backend = make_backend(cfg.sandbox, cfg.run_name, spec.run_dir)
     unavailable = await backend.start(set(spec.images))
@@ -47,6 +48,7 @@ async def session_runner(spec: WorkerSpec) -> AsyncIterator[SessionRunner]:
     except BaseException:
         await backend.shutdown()
         raise
+    model.hooks += list(hooks)
     try:
         yield SessionRunner(cfg, model, backend, spec.settings, unavailable)
     finally:

@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import base_overrides, read_jsonl, run_cli, write_jsonl
 
 from hermes_runner.serve import free_port
+
+from conftest import base_overrides, read_jsonl, run_cli, write_jsonl
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.timeout(300)

@@ -8,10 +8,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, read_jsonl, run_inprocess, script, write_jsonl
 
 from hermes_runner.errors import ConfigError
 from hermes_runner.merge import main, merge
+
+from conftest import ROOT, read_jsonl, run_inprocess, script, write_jsonl
 
 N = 11
 QUIET = "sandbox.local.isolation=none"  # tool output without host paths, so shard and whole runs compare equal

@@ -129,6 +129,8 @@ class LocalSandbox:
     def _host_path(self, path: str | Path) -> Path:
         """Map a path as the sandboxed command sees it to the host path."""
         p = Path(path)
+        if p == self._workdir or self._workdir in p.parents:
+            return p
         if self._b.bwrap and (p == Path("/tmp") or Path("/tmp") in p.parents):
             return self._tmpdir / p.relative_to("/tmp")
         return p
@@ -207,10 +209,9 @@ class LocalBackend:
         tmpdir.mkdir()
         if prompt.cwd:
             workdir = Path(prompt.cwd)
-            try:
-                workdir.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise SandboxError(f"cannot use cwd {prompt.cwd!r}: {exc}") from exc
+            if not workdir.is_dir():
+                shutil.rmtree(taskdir, ignore_errors=True)
+                raise SandboxError(f"the row's cwd {prompt.cwd!r} is not a directory on this host (local sandbox)")
         else:
             workdir = taskdir / "work"
             workdir.mkdir()

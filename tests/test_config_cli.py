@@ -1,0 +1,98 @@
+"""The Hydra app: composition, validation before any model call, experiments, CLI end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf.errors import ValidationError
+
+from hermes_runner.config import Effort, ProviderSort
+
+from conftest import base_overrides, compose_cfg, read_jsonl, run_cli, write_jsonl
+
+
+def test_cli_end_to_end_writes_every_output(server, tmp_path):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}", "topic": "t"} for i in range(12)])
+    run_dir = tmp_path / "outputs" / "my_run"
+    res = run_cli(
+        *base_overrides(server, tmp_path),
+        f"dataset_file={ds}",
+        "run_name=my_run",
+        "num_workers=3",
+        "batch_size=5",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "trajectories.jsonl" in res.stdout
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"batch_0.jsonl", "batch_1.jsonl", "batch_2.jsonl", "trajectories.jsonl", "statistics.json",
+            "checkpoint.json", "ledger.jsonl", ".hydra", "run.log"} <= names  # fmt: skip
+    assert [e["prompt_index"] for e in read_jsonl(run_dir / "trajectories.jsonl")] == list(range(12))
+    assert json.loads((run_dir / "statistics.json").read_text())["prompts"]["ok"] == 12
+
+
+def test_typo_and_wrong_type_fail_before_any_model_call(server, tmp_path):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
+    common = [*base_overrides(server, tmp_path), f"dataset_file={ds}", f"hydra.run.dir={tmp_path / 'r'}"]
+    res = run_cli(*common, "num_wrokers=3")
+    assert res.returncode != 0 and "num_wrokers" in res.stderr
+    res = run_cli(*common, "num_workers=many")
+    assert res.returncode != 0 and "num_workers" in res.stderr
+    res = run_cli(*common, "reasoning.effort=extreme")
+    assert res.returncode != 0 and "effort" in res.stderr
+    res = run_cli(*common, "model=no_such_model")
+    assert res.returncode != 0 and "no_such_model" in res.stderr
+    assert server.requests == []
+
+
+def test_structured_configs_validate_types_at_compose_time():
+    with pytest.raises(ConfigCompositionException) as err:
+        compose_cfg(["max_turns=ten"])
+    assert isinstance(err.value.__cause__, ValidationError)
+    with pytest.raises(ConfigCompositionException):
+        compose_cfg(["sandbox.no_such_option=1"])
+    cfg = compose_cfg(["provider=cheapest", "reasoning=high", "provider.only=[a,b]"])
+    assert cfg.provider.sort == ProviderSort.price and cfg.reasoning.effort == Effort.high
+    assert cfg.provider.only == ["a", "b"]
+
+
+def test_experiments_compose():
+    train = compose_cfg(["+experiment=training_data"])
+    assert (train.max_turns, train.num_workers, train.distribution.name) == (15, 8, "default")
+    ev = compose_cfg(["+experiment=evaluation"])
+    assert (ev.max_turns, ev.num_workers) == (10, 4)
+    assert ev.filters.require_reasoning is False
+
+
+def test_cfg_job_and_list_distributions(tmp_path):
+    res = run_cli("--cfg", "job", cwd=tmp_path)
+    assert res.returncode == 0 and "dataset_file:" in res.stdout and "distribution:" in res.stdout
+    res = run_cli("list_distributions=true", f"hydra.run.dir={tmp_path / 'r'}")
+    assert res.returncode == 0
+    assert "terminal_only" in res.stdout and "% chance" in res.stdout
+
+
+def test_unknown_toolset_in_distribution_is_a_clear_error(server, tmp_path):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
+    res = run_cli(
+        *base_overrides(server, tmp_path),
+        f"dataset_file={ds}",
+        f"hydra.run.dir={tmp_path / 'r'}",
+        "+distribution.toolsets.teleport=50",
+    )
+    assert res.returncode == 2 and "teleport" in res.stderr and "unknown toolset" in res.stderr
+    assert server.requests == []
+
+
+def test_missing_api_key_is_reported_before_any_call(server, tmp_path):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
+    res = run_cli(
+        *base_overrides(server, tmp_path),
+        f"dataset_file={ds}",
+        f"hydra.run.dir={tmp_path / 'r'}",
+        "model.api_key_env=HR_TEST_KEY_THAT_IS_NOT_SET",
+    )
+    assert res.returncode == 2 and "HR_TEST_KEY_THAT_IS_NOT_SET" in res.stderr
+    assert server.requests == []

@@ -1,0 +1,153 @@
+"""Crash safety through the real CLI: kill -9 at random points, Ctrl-C, and resume to the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, base_overrides, read_jsonl, write_jsonl
+
+pytestmark = pytest.mark.slow
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), *args],
+        cwd=ROOT,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "HYDRA_FULL_ERROR": "1"},
+    )
+
+
+def cli_args(server, tmp_path: Path, ds: Path, run_dir: Path, *extra: str) -> list[str]:
+    return [
+        *base_overrides(server, tmp_path),
+        f"dataset_file={ds}",
+        "run_name=crash",
+        f"hydra.run.dir={run_dir}",
+        *extra,
+    ]
+
+
+def terminal_records(run_dir: Path) -> Counter:
+    return Counter(r["key"] for r in read_jsonl(run_dir / "ledger.jsonl") if r["status"] in ("ok", "discarded"))
+
+
+def test_kill_minus_9_at_random_points_then_resume_exactly_once(server, tmp_path):
+    rng = random.Random(1234)
+    words = [f"task {i}" for i in range(40)]
+    rows = [{"prompt": rng.choice(words[:30]) if i % 4 == 0 else words[i % 40], "id": i % 7} for i in range(60)]
+    ds = write_jsonl(tmp_path / "d.jsonl", rows)
+    run_dir = tmp_path / "run"
+    server.latency = 0.03
+    args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4", "batch_size=5")
+    log = tmp_path / "cli.log"
+    kills = 0
+    for _ in range(30):
+        proc = start(args, log)
+        if kills < 12:
+            time.sleep(rng.uniform(1.0, 3.0))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                kills += 1
+                continue
+        assert proc.wait(120) == 0, log.read_text()[-3000:]
+        break
+    assert kills >= 10, f"only {kills} kills landed mid-run"
+
+    entries = read_jsonl(run_dir / "trajectories.jsonl")
+    # Every dataset row exactly once, duplicates included (as a multiset) ...
+    assert Counter(e["conversations"][1]["value"] for e in entries) == Counter(r["prompt"] for r in rows)
+    assert [e["prompt_index"] for e in entries] == list(range(len(rows)))
+    # ... one terminal record per prompt in the ledger ...
+    terms = terminal_records(run_dir)
+    assert len(terms) == len(rows) and set(terms.values()) == {1}
+    # ... and no prompt was sent more often than the kills allow (re-runs happen only to in-flight prompts).
+    first_calls = Counter(r.prompt for r in server.requests if r.turn == 0)
+    per_row = Counter(r["prompt"] for r in rows)
+    for prompt, n in first_calls.items():
+        assert n <= per_row[prompt] * (1 + kills)
+    assert sum(first_calls.values()) <= len(rows) + kills * 4
+    stats = json.loads((run_dir / "statistics.json").read_text())
+    assert stats["prompts"]["ok"] == len(rows) and stats["prompts"]["failed"] == 0
+
+
+def test_ctrl_c_stops_gracefully_and_a_rerun_finishes(server, tmp_path):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}"} for i in range(40)])
+    run_dir = tmp_path / "run"
+    sandboxes = tmp_path / "sandboxes"
+    server.latency = 0.2
+    args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4")
+    log = tmp_path / "cli.log"
+    proc = start(args, log)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ledger = run_dir / "ledger.jsonl"
+        if ledger.exists() and ledger.read_text().count("\n") >= 4:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 130, log.read_text()[-3000:]
+    ckpt = json.loads((run_dir / "checkpoint.json").read_text())
+    entries = read_jsonl(run_dir / "trajectories.jsonl")
+    assert 4 <= len(entries) < 40
+    assert sorted(e["prompt_index"] for e in entries) == ckpt["completed_prompts"]
+    assert not any(p.iterdir() for p in sandboxes.iterdir()), "sandboxes of cancelled prompts were left behind"
+    server.latency = 0.0
+    assert start(args, log).wait(120) == 0
+    entries = read_jsonl(run_dir / "trajectories.jsonl")
+    assert [e["prompt_index"] for e in entries] == list(range(40))
+    assert set(terminal_records(run_dir).values()) == {1}
+
+
+def test_second_ctrl_c_exits_at_once(server, tmp_path):
+    """The graceful stop is held up by a served model that ignores SIGTERM; a second Ctrl-C ends it now."""
+    import psutil
+
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}"} for i in range(8)])
+    run_dir = tmp_path / "run"
+    marker = f"marker-{os.getpid()}-{time.time_ns()}"
+    serve = (
+        f"model.serve.command=[sh,-c,'trap \"\" TERM; exec env HR_MARK={marker} {{python}} "
+        "-m hermes_runner.scripted_server --port {port} --latency 30']"
+    )
+    def servers() -> list:
+        found = []
+        for p in psutil.process_iter():
+            try:
+                if p.environ().get("HR_MARK") == marker:
+                    found.append(p)
+            except (psutil.Error, OSError):
+                pass
+        return found
+
+    log = tmp_path / "cli.log"
+    args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4", "model.serve.enabled=true", serve)
+    proc = start(args, log)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "model server ready" not in log.read_text():
+        time.sleep(0.1)
+    assert len(servers()) == 1
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.5)  # the graceful path is now waiting for the server to stop
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    assert proc.wait(20) == 130 and time.monotonic() - t0 < 3
+    text = log.read_text()
+    assert "second interrupt" in text
+    assert not (run_dir / "statistics.json").exists()  # exited at once, before finalizing
+    time.sleep(0.5)
+    assert not servers(), "the model server outlived the runner"
