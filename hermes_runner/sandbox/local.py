@@ -129,7 +129,8 @@ class LocalSandbox:
     def _host_path(self, path: str | Path) -> Path:
         """Map a path as the sandboxed command sees it to the host path."""
         p = Path(path)
-        if self._b.bwrap and (p == Path("/tmp") or Path("/tmp") in p.parents):
+        in_workdir = p == self._workdir or self._workdir in p.parents  # bound at its own path, even under /tmp
+        if self._b.bwrap and not in_workdir and (p == Path("/tmp") or Path("/tmp") in p.parents):
             return self._tmpdir / p.relative_to("/tmp")
         return p
 
