@@ -56,6 +56,19 @@ def _ref(args: dict) -> str:
     return m.group(1)
 
 
+async def _on_ref(ctx: ToolContext, s: BrowserSession, ref: str, action: str, *args: str) -> None:
+    """Run a locator action on the element `ref`; a missing or hidden element is explained, not just timed out."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        await getattr(s.page.get_by_ref(ref), action)(*args)
+    except PlaywrightTimeout:
+        raise ToolError(
+            f"element {ref} was not found or could not be used within {_svc(ctx).cfg.action_timeout_s:g}s; "
+            "refs change with every snapshot: take a new browser_snapshot"
+        ) from None
+
+
 def _fit(text: str, limit: int) -> tuple[str, bool]:
     if len(text) <= limit:
         return text, False
@@ -139,7 +152,7 @@ async def browser_snapshot(ctx: ToolContext, args: dict) -> ToolResult:
 async def browser_click(ctx: ToolContext, args: dict) -> ToolResult:
     s = _open(ctx)
     ref = _ref(args)
-    await s.page.get_by_ref(ref).click()
+    await _on_ref(ctx, s, ref, "click")
     return ToolResult.of({"success": True, "clicked": ref, **await _where(s)})
 
 
@@ -163,7 +176,7 @@ async def browser_type(ctx: ToolContext, args: dict) -> ToolResult:
     text = args.get("text")
     if not isinstance(text, str):
         raise ToolError("'text' must be a string")
-    await s.page.get_by_ref(ref).fill(text)
+    await _on_ref(ctx, s, ref, "fill", text)
     return ToolResult.of({"success": True, "typed": text, "ref": ref})
 
 
