@@ -59,8 +59,10 @@ def make_pdf(lines: list[str], title: str) -> bytes:
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        (
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 5 0 R >> >> >>"
+        ),
         b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         f"<< /Title ({esc(title)}) >>".encode(),
@@ -96,6 +98,7 @@ class LocalSite:
     def __init__(self) -> None:
         self.port = 0
         self.searches: list[dict] = []  # every search request (params or JSON body, and headers)
+        self.hits: list[str] = []  # path and query of every request
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -106,7 +109,12 @@ class LocalSite:
     # -- handlers -------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        app = web.Application()
+        @web.middleware
+        async def log_hits(request: web.Request, handler):
+            self.hits.append(request.path_qs)
+            return await handler(request)
+
+        app = web.Application(middlewares=[log_hits])
         r = app.router
         r.add_get("/moon.html", static(MOON.encode(), "text/html"))
         r.add_get("/form.html", static(FORM.encode(), "text/html"))

@@ -8,8 +8,8 @@ import pytest
 from local_site import LocalSite
 from tool_harness import call, make_tools_cfg, run_tools
 
-from hermes_runner.services.browser import find_chromium
 from hermes_runner.config import BrowserConfig
+from hermes_runner.services.browser import find_chromium
 
 pytestmark = pytest.mark.skipif(find_chromium(BrowserConfig()) is None, reason="chromium is not installed")
 
@@ -46,7 +46,9 @@ def test_navigate_type_click_press_back_scroll_images(cfg, site):
         r["after_press"] = await call(ctx, "browser_snapshot", full=True)
         r["images"] = await call(ctx, "browser_get_images")
         r["down"] = await call(ctx, "browser_scroll", direction="down")
-        r["link"] = await call(ctx, "browser_click", ref=ref_of(r["after_press"][0]["snapshot"], 'link "Read about the Moon"'))
+        r["link"] = await call(
+            ctx, "browser_click", ref=ref_of(r["after_press"][0]["snapshot"], 'link "Read about the Moon"')
+        )
         r["moon"] = await call(ctx, "browser_snapshot")
         r["back"] = await call(ctx, "browser_back")
         return r

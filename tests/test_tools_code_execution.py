@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from tool_harness import call, run_tools
-
 from conftest import base_overrides, compose_cfg
+from tool_harness import call, run_tools
 
 
 @pytest.fixture
@@ -62,7 +61,9 @@ def test_syntax_error_and_exit_code(cfg):
 
 def test_timeout_kills_the_script(cfg):
     async def body(ctx):
-        return await call(ctx, "execute_code", code="import time\nprint('started', flush=True)\ntime.sleep(30)\n", timeout=1)
+        return await call(
+            ctx, "execute_code", code="import time\nprint('started', flush=True)\ntime.sleep(30)\n", timeout=1
+        )
 
     run, ok = run_tools(cfg, ["code_execution"], body)
     assert not ok and run["error"] == "timed out after 1s and was killed"

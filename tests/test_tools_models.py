@@ -81,8 +81,12 @@ def test_vision_endpoint_with_its_own_key_env(cfg, server, monkeypatch):
     assert "vision" not in unavailable(c)
 
     async def body(ctx):
-        return await call(ctx, "vision_analyze", image_url="data:image/png;base64,"
-                          + base64.b64encode(png_bytes(2, 2, (0, 0, 0))).decode(), question="?")
+        return await call(
+            ctx,
+            "vision_analyze",
+            image_url="data:image/png;base64," + base64.b64encode(png_bytes(2, 2, (0, 0, 0))).decode(),
+            question="?",
+        )
 
     out, ok = run_tools(c, ["vision"], body)
     assert ok and "image/png 2x2" in out["analysis"]
@@ -97,8 +101,11 @@ def test_image_generate_saves_into_the_sandbox(cfg, server, fmt):
         seen, _ = await call(ctx, "vision_analyze", image_url=gen["image"], question="What is it?")
         return gen, ok, data, seen
 
-    gen, ok, data, seen = run_tools(cfg(f"tools.image_gen.response_format={fmt}", "tools.image_gen.sizes.portrait=64x96"),
-                                    ["image_gen", "vision"], body)
+    gen, ok, data, seen = run_tools(
+        cfg(f"tools.image_gen.response_format={fmt}", "tools.image_gen.sizes.portrait=64x96"),
+        ["image_gen", "vision"],
+        body,
+    )
     assert ok and gen["success"] and gen["mime_type"] == "image/png"
     assert gen["image"].startswith("generated_images/a-red-fox-in-the-snow-") and gen["image"].endswith(".png")
     assert data == png_bytes(64, 96, tuple(hashlib.sha256(b"A red fox in the snow").digest()[:3]))
@@ -133,7 +140,9 @@ def _moa_handler(fail: set[str]):
             return srv.completion(body, {"content": f"{model} says 42"})
         if model == "agg":
             system = body["messages"][0]["content"]
-            return srv.completion(body, {"content": "combined: " + json.dumps(system.split("Answers from the models:")[1].strip())})
+            return srv.completion(
+                body, {"content": "combined: " + json.dumps(system.split("Answers from the models:")[1].strip())}
+            )
         return None
 
     return handler

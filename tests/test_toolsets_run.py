@@ -7,10 +7,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import read_jsonl, run_inprocess, write_jsonl
 from local_site import LocalSite
 from tool_harness import tool_overrides
 
-from conftest import read_jsonl, run_inprocess, write_jsonl
 from hermes_runner.cli import load_distributions
 from hermes_runner.scripted_server import turn_of
 from hermes_runner.tools.registry import tools_for
@@ -32,7 +32,9 @@ def _tool_names(toolsets) -> set[str]:
 def test_unconfigured_toolsets_are_dropped_and_reported(make_cfg, tmp_path, run_dir, server, caplog):
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}"} for i in range(3)])
     with caplog.at_level(logging.WARNING, logger="hermes_runner.services"):
-        code, stats = run_inprocess(make_cfg("distribution=default", "tools.browser.executable=no-such-browser", dataset=ds), run_dir)
+        code, stats = run_inprocess(
+            make_cfg("distribution=default", "tools.browser.executable=no-such-browser", dataset=ds), run_dir
+        )
     assert code == 0 and stats["prompts"]["ok"] == 3
     dropped = stats["toolsets_unavailable"]
     assert set(dropped) == NOT_CONFIGURED | {"browser"}
@@ -60,8 +62,13 @@ def test_refuse_message_names_what_is_missing(tmp_path):
 
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
     res = run_cli(
-        "model=local_server", "distribution=image_gen", "tools.unavailable=refuse", f"dataset_file={ds}",
-        "run_name=refused", f"hydra.run.dir={tmp_path / 'out'}", "progress=false",
+        "model=local_server",
+        "distribution=image_gen",
+        "tools.unavailable=refuse",
+        f"dataset_file={ds}",
+        "run_name=refused",
+        f"hydra.run.dir={tmp_path / 'out'}",
+        "progress=false",
         env={"COLUMNS": "500"},
     )
     assert res.returncode == 2
@@ -79,7 +86,9 @@ def test_resume_notices_a_toolset_that_became_available(make_cfg, tmp_path, run_
     configured = [o for o in tool_overrides(site) if "web" in o or "private" in o]
     code, _ = run_inprocess(make_cfg("distribution=terminal_web", *configured, dataset=ds), run_dir)
     assert code == 2  # the data would change silently
-    code, stats = run_inprocess(make_cfg("distribution=terminal_web", "force_resume=true", *configured, dataset=ds), run_dir)
+    code, stats = run_inprocess(
+        make_cfg("distribution=terminal_web", "force_resume=true", *configured, dataset=ds), run_dir
+    )
     assert code == 0 and stats["prompts"]["ok"] == 2
     used = [r["toolsets_used"] for r in read_jsonl(run_dir / "trajectories.jsonl")]
     assert used == [["terminal", "file"], ["terminal", "file", "web"]]
@@ -117,7 +126,9 @@ def test_every_distribution_runs_with_real_tools(dist, make_cfg, tmp_path, run_d
 
     server.handler = agent
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"{dist} task {i}"} for i in range(2)])
-    cfg = make_cfg(f"distribution={dist}", "tools.image_gen.sizes.square=32x32", "num_workers=2", *tool_overrides(site), dataset=ds)
+    cfg = make_cfg(
+        f"distribution={dist}", "tools.image_gen.sizes.square=32x32", "num_workers=2", *tool_overrides(site), dataset=ds
+    )
     code, stats = run_inprocess(cfg, run_dir)
     assert code == 0 and stats["prompts"]["ok"] == 2 and stats["toolsets_unavailable"] == {}
     probs = dict(cfg.distribution.toolsets)
@@ -138,7 +149,9 @@ def test_list_distributions_shows_all_17():
 
     res = run_cli("list_distributions=true")
     assert res.returncode == 0
-    listed = [line.split(":")[0] for line in res.stdout.splitlines() if line and not line.startswith(" ") and ":" in line]
+    listed = [
+        line.split(":")[0] for line in res.stdout.splitlines() if line and not line.startswith(" ") and ":" in line
+    ]
     assert len(load_distributions()) == 17
     assert {d.name for d in load_distributions()} <= set(listed)
     assert "browser_tasks: For browser-use task datasets" in res.stdout

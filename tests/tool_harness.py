@@ -36,7 +36,10 @@ def tool_overrides(site: LocalSite) -> list[str]:
 
 def make_tools_cfg(server: ScriptedServer, site: LocalSite, tmp_path: Path, *overrides: str) -> RunConfig:
     return compose_cfg(
-        base_overrides(server, tmp_path) + ["run_name=t", "dataset_file=unused.jsonl"] + tool_overrides(site) + list(overrides)
+        base_overrides(server, tmp_path)
+        + ["run_name=t", "dataset_file=unused.jsonl"]
+        + tool_overrides(site)
+        + list(overrides)
     )
 
 

@@ -104,15 +104,16 @@ def check_toolsets(cfg: RunConfig) -> dict[str, str]:
     lines = "\n  ".join(f"{ts}: {why}" for ts, why in missing.items())
     head = f"distribution {cfg.distribution.name!r} names toolsets whose backend is not configured:\n  {lines}\n"
     if set(missing) == set(drawable(cfg)):
-        raise ConfigError(head + "None of its toolsets is left: configure them (conf/tools/default.yaml) or pick another distribution.")
+        raise ConfigError(
+            head
+            + "None of its toolsets is left: configure them (conf/tools/default.yaml) or pick another distribution."
+        )
     if cfg.tools.unavailable == UnavailablePolicy.refuse:
         raise ConfigError(
             head + "Configure them (conf/tools/default.yaml), pick another distribution, "
             "or set tools.unavailable=drop to run without them."
         )
-    log.warning(
-        "%sThey are dropped from every prompt (tools.unavailable=drop; =refuse stops instead).", head
-    )
+    log.warning("%sThey are dropped from every prompt (tools.unavailable=drop; =refuse stops instead).", head)
     return missing
 
 
@@ -163,7 +164,6 @@ class ToolServices:
         for close in reversed(self._closers):
             try:
                 await close()
-            except Exception:  # noqa: BLE001 - one failing backend must not keep the others open
+            except Exception:
                 log.warning("closing a tool backend failed", exc_info=True)
         self._closers.clear()
-

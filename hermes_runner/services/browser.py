@@ -1,7 +1,8 @@
 """A headless Chromium per run (Playwright), one isolated browser context per task.
 
 The browser starts on the first browser tool call of the run. Each task gets its own
-context (cookies, storage, cache, history), closed when the task ends.
+context (cookies, storage, cache, history), closed when the task ends. Unless private
+addresses are allowed, all its traffic goes through `EgressProxy`.
 """
 
 from __future__ import annotations
@@ -9,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hermes_runner.config import BrowserConfig
 from hermes_runner.errors import ToolError
-from hermes_runner.services.netguard import BlockedURL, check_url
+from hermes_runner.services.egress import EgressProxy
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, BrowserContext, Page, Playwright, Route
+    from playwright.async_api import Browser, BrowserContext, Page, Playwright
 
     from hermes_runner.tools.registry import ToolContext
 
@@ -24,7 +25,6 @@ log = logging.getLogger(__name__)
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 STATE_KEY = "browser"
-PASS_SCHEMES = ("data", "blob", "about")
 
 
 def find_chromium(cfg: BrowserConfig) -> str | None:
@@ -62,7 +62,7 @@ class BrowserService:
         self._pw: Playwright | None = None
         self._browser: Browser | None = None
         self._lock = asyncio.Lock()
-        self._host_ok: dict[str, bool] = {}
+        self.egress: EgressProxy | None = None
         self.contexts_opened = 0
 
     async def _get_browser(self) -> Browser:
@@ -75,11 +75,18 @@ class BrowserService:
 
             if self._pw is None:
                 self._pw = await async_playwright().start()
+            proxy = None
+            if not self.allow_private:  # every request, redirects included, goes through the guard
+                self.egress = self.egress or EgressProxy()
+                if not self.egress.url:
+                    await self.egress.start()
+                proxy = {"server": self.egress.url, "bypass": "<-loopback>"}
             try:
                 self._browser = await self._pw.chromium.launch(
                     executable_path=self.executable,
                     headless=self.cfg.headless,
                     args=list(self.cfg.args),
+                    proxy=proxy,
                     timeout=60_000,
                 )
             except Exception as exc:  # noqa: BLE001 - any launch failure is reported to the model
@@ -104,32 +111,12 @@ class BrowserService:
         )
         context.set_default_timeout(self.cfg.action_timeout_s * 1000)
         context.set_default_navigation_timeout(self.cfg.navigation_timeout_s * 1000)
-        if not self.allow_private:
-            await context.route("**/*", self._guard)
         page = await context.new_page()
         s = BrowserSession(context, page)
         ctx.state[STATE_KEY] = s
         ctx.on_close(s.close)
         self.contexts_opened += 1
         return s
-
-    async def _guard(self, route: Route) -> None:
-        """Let a request through only if it goes to a public address."""
-        url = route.request.url
-        scheme = url.split(":", 1)[0].lower()
-        if scheme in PASS_SCHEMES:
-            await route.continue_()
-            return
-        host = url.split("//", 1)[-1].split("/", 1)[0]
-        ok = self._host_ok.get(f"{scheme}://{host}")
-        if ok is None:
-            try:
-                await check_url(url, False)
-                ok = True
-            except BlockedURL:
-                ok = False
-            self._host_ok[f"{scheme}://{host}"] = ok
-        await (route.continue_() if ok else route.abort("blockedbyclient"))
 
     def open_contexts(self) -> int:
         return len(self._browser.contexts) if self._browser is not None and self._browser.is_connected() else 0
@@ -138,10 +125,10 @@ class BrowserService:
         if self._browser is not None:
             try:
                 await self._browser.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.debug("closing the browser failed", exc_info=True)
         if self._pw is not None:
             await self._pw.stop()
-        self._browser = self._pw = None
-
-
+        if self.egress is not None:
+            await self.egress.aclose()
+        self._browser = self._pw = self.egress = None

@@ -74,7 +74,9 @@ def _fit(text: str, limit: int) -> tuple[str, bool]:
         return text, False
     cut = text.rfind("\n", 0, limit)
     cut = cut if cut > limit // 2 else limit
-    return text[:cut] + f"\n[... snapshot truncated: {len(text) - cut} more characters; scroll or use full=true ...]", True
+    return text[
+        :cut
+    ] + f"\n[... snapshot truncated: {len(text) - cut} more characters; scroll or use full=true ...]", True
 
 
 async def _snapshot(svc: BrowserService, s: BrowserSession, full: bool) -> tuple[str, bool]:

@@ -15,7 +15,7 @@ MAX_FILE_KB = 100 * 1024  # ulimit -f: no stderr/result file may fill the disk
 
 # Runs the snippet as __main__ and writes repr() of a final expression to argv[2];
 # tracebacks leave out this driver's own frames.
-DRIVER = '''\
+DRIVER = """\
 import ast, sys, traceback
 path, result_path = sys.argv[1], sys.argv[2]
 source = open(path, encoding="utf-8").read()
@@ -41,7 +41,7 @@ except BaseException as exc:
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb)
     sys.exit(1)
-'''
+"""
 
 
 @tool(
@@ -79,8 +79,7 @@ async def execute_code(ctx: ToolContext, args: dict) -> ToolResult:
     await ctx.sandbox.write_file(f"{d}/driver.py", DRIVER.encode())
     await ctx.sandbox.write_file(f"{d}/snippet.py", code.encode())
     command = (
-        f"ulimit -f {MAX_FILE_KB} 2>/dev/null; "
-        f"{q(cfg.python)} -u {d}/driver.py {d}/snippet.py {d}/result 2> {d}/stderr"
+        f"ulimit -f {MAX_FILE_KB} 2>/dev/null; {q(cfg.python)} -u {d}/driver.py {d}/snippet.py {d}/result 2> {d}/stderr"
     )
     started = time.monotonic()
     try:

@@ -74,7 +74,12 @@ async def mixture_of_agents(ctx: ToolContext, args: dict) -> ToolResult:
     label, final, error = await _ask(svc.aggregator[0], svc.aggregator[1], messages)
     if final is None:
         return ToolResult.of({"success": False, "error": f"aggregator {label}: {error}", "models_used": used}, ok=False)
-    out = {"success": True, "response": final, "models_used": used, "processing_time_s": round(time.monotonic() - started, 3)}
+    out = {
+        "success": True,
+        "response": final,
+        "models_used": used,
+        "processing_time_s": round(time.monotonic() - started, 3),
+    }
     if failed:
         out["failed_models"] = failed
     return ToolResult.of(out)

@@ -44,7 +44,7 @@ class ToolContext:
             fn = self._cleanups.pop()
             try:
                 await fn()
-            except Exception:  # noqa: BLE001 - cleanup must not hide the prompt's outcome
+            except Exception:  # cleanup must not hide the prompt's outcome
                 log.warning("tool cleanup failed", exc_info=True)
 
 

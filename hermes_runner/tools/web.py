@@ -16,7 +16,7 @@ MAX_SEARCH_RESULTS = 100
     "web_search",
     "Search the web for information. Returns up to 5 results by default with titles, URLs and "
     "descriptions. The query goes to the configured search backend, so operators such as "
-    "site:domain or \"exact phrase\" work when the backend supports them.",
+    'site:domain or "exact phrase" work when the backend supports them.',
     {
         "type": "object",
         "properties": {
