@@ -18,13 +18,6 @@ from hermes_runner.tools.registry import tools_for
 NOT_CONFIGURED = {"web", "vision", "image_gen", "moa"}  # by conf/tools/default.yaml
 
 
-@pytest.fixture(scope="module")
-def site():
-    s = LocalSite().start()
-    yield s
-    s.stop()
-
-
 def _tool_names(toolsets) -> set[str]:
     return {t.name for t in tools_for(toolsets)}
 
@@ -49,7 +42,7 @@ def test_unconfigured_toolsets_are_dropped_and_reported(make_cfg, tmp_path, run_
     assert set(stats["toolsets_sampled"]) == {"terminal", "file"}
 
 
-def test_refuse_policy_and_nothing_left(make_cfg, tmp_path, run_dir, server, site):
+def test_refuse_policy_and_nothing_left(make_cfg, tmp_path, run_dir, server, local_site):
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
     code, _ = run_inprocess(make_cfg("distribution=research", "tools.unavailable=refuse", dataset=ds), run_dir)
     assert code == 2 and not (run_dir / "trajectories.jsonl").exists() and server.requests == []
@@ -79,11 +72,11 @@ def test_refuse_message_names_what_is_missing(tmp_path):
     assert not (tmp_path / "out" / "trajectories.jsonl").exists()
 
 
-def test_resume_notices_a_toolset_that_became_available(make_cfg, tmp_path, run_dir, site):
+def test_resume_notices_a_toolset_that_became_available(make_cfg, tmp_path, run_dir, local_site):
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p0"}, {"prompt": "p1"}])
     code, _ = run_inprocess(make_cfg("distribution=terminal_web", "max_samples=1", dataset=ds), run_dir)
     assert code == 0
-    configured = [o for o in tool_overrides(site) if "web" in o or "private" in o]
+    configured = [o for o in tool_overrides(local_site) if "web" in o or "private" in o]
     code, _ = run_inprocess(make_cfg("distribution=terminal_web", *configured, dataset=ds), run_dir)
     assert code == 2  # the data would change silently
     code, stats = run_inprocess(
@@ -94,15 +87,15 @@ def test_resume_notices_a_toolset_that_became_available(make_cfg, tmp_path, run_
     assert used == [["terminal", "file"], ["terminal", "file", "web"]]
 
 
-def _one_call_per_toolset(site: LocalSite) -> dict[str, tuple[str, dict]]:
+def _one_call_per_toolset(local_site: LocalSite) -> dict[str, tuple[str, dict]]:
     return {
         "terminal": ("terminal", {"command": "echo hi"}),
         "file": ("write_file", {"path": "notes.txt", "content": "x"}),
-        "web": ("web_extract", {"urls": [site.url("/moon.html")]}),
-        "vision": ("vision_analyze", {"image_url": site.url("/image.png"), "question": "What is it?"}),
+        "web": ("web_extract", {"urls": [local_site.url("/moon.html")]}),
+        "vision": ("vision_analyze", {"image_url": local_site.url("/image.png"), "question": "What is it?"}),
         "image_gen": ("image_generate", {"prompt": "a fox", "aspect_ratio": "square"}),
         "moa": ("mixture_of_agents", {"user_prompt": "What is 6 x 7?"}),
-        "browser": ("browser_navigate", {"url": site.url("/form.html")}),
+        "browser": ("browser_navigate", {"url": local_site.url("/form.html")}),
     }
 
 
@@ -111,8 +104,8 @@ def _chromium_children() -> list[psutil.Process]:
 
 
 @pytest.mark.parametrize("dist", [d.name for d in load_distributions()])
-def test_every_distribution_runs_with_real_tools(dist, make_cfg, tmp_path, run_dir, server, site):
-    calls = _one_call_per_toolset(site)
+def test_every_distribution_runs_with_real_tools(dist, make_cfg, tmp_path, run_dir, server, local_site):
+    calls = _one_call_per_toolset(local_site)
     names = {name for name, _ in calls.values()}
 
     def agent(body: dict, srv):
@@ -127,7 +120,11 @@ def test_every_distribution_runs_with_real_tools(dist, make_cfg, tmp_path, run_d
     server.handler = agent
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"{dist} task {i}"} for i in range(2)])
     cfg = make_cfg(
-        f"distribution={dist}", "tools.image_gen.sizes.square=32x32", "num_workers=2", *tool_overrides(site), dataset=ds
+        f"distribution={dist}",
+        "tools.image_gen.sizes.square=32x32",
+        "num_workers=2",
+        *tool_overrides(local_site),
+        dataset=ds,
     )
     code, stats = run_inprocess(cfg, run_dir)
     assert code == 0 and stats["prompts"]["ok"] == 2 and stats["toolsets_unavailable"] == {}

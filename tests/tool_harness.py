@@ -18,8 +18,6 @@ from hermes_runner.scripted_server import ScriptedServer
 from hermes_runner.services import ToolServices
 from hermes_runner.tools.registry import ToolContext, ToolResult, all_tools
 
-MOA_MODELS = ("ref-a", "ref-b", "agg")
-
 
 def tool_overrides(site: LocalSite) -> list[str]:
     """Every toolset configured against local services (models on the scripted server)."""
