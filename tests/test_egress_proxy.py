@@ -55,7 +55,7 @@ def test_forwards_http_and_tunnels_connect_to_allowed_addresses(local_site):
 @pytest.mark.skipif(find_chromium(BrowserConfig()) is None, reason="chromium is not installed")
 def test_chromium_traffic_is_checked_hop_by_hop(server, local_site, tmp_path):
     cfg = make_tools_cfg(server, local_site, tmp_path, "tools.allow_private_urls=false")
-    target = f"http://127.0.0.2:{local_site.port}/form.html"  # the same local_site, on an address the policy refuses
+    target = f"http://127.0.0.2:{local_site.port}/form.html"  # the same site, on an address the policy refuses
 
     async def body(ctx):
         svc = ctx.services["browser"]

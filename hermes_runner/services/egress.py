@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from hermes_runner.services.netguard import _is_public
+from hermes_runner.services.netguard import is_public
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ class Refused(Exception):
 
 
 class EgressProxy:
-    def __init__(self, is_allowed: Callable[[str], bool] = _is_public) -> None:
+    def __init__(self, is_allowed: Callable[[str], bool] = is_public) -> None:
         self.is_allowed = is_allowed  # address -> may we connect to it
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()

@@ -16,7 +16,7 @@ class BlockedURL(ToolError):
     """The URL is not one a tool may fetch."""
 
 
-def _is_public(addr: str) -> bool:
+def is_public(addr: str) -> bool:
     ip = ipaddress.ip_address(addr.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
@@ -41,7 +41,7 @@ async def check_url(url: str, allow_private: bool, schemes: tuple[str, ...] = WE
         infos = await asyncio.get_running_loop().getaddrinfo(host, port or 443, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise BlockedURL(f"cannot resolve host {host!r}: {exc.strerror}") from None
-    private = sorted({info[4][0] for info in infos if not _is_public(info[4][0])})
+    private = sorted({info[4][0] for info in infos if not is_public(info[4][0])})
     if private:
         raise BlockedURL(
             f"{host} resolves to a private or local address ({', '.join(private)}); "
