@@ -45,6 +45,38 @@ class SandboxBackend(Protocol):
     async def shutdown(self) -> None: ...
 
 
+class OutputCap:
+    """Keeps at most `limit` bytes of a stream of any length: 40% head, 60% tail."""
+
+    def __init__(self, limit: int):
+        self.head_max = max(1, int(limit * 0.4))
+        self.tail_max = max(1, limit - self.head_max)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_max - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.tail_max * 2:
+                del self.tail[: len(self.tail) - self.tail_max]
+
+    def text(self) -> str:
+        if self.total <= self.head_max + self.tail_max:
+            return (bytes(self.head) + bytes(self.tail)).decode(errors="replace")
+        dropped = self.total - len(self.head) - min(len(self.tail), self.tail_max)
+        return (
+            bytes(self.head).decode(errors="replace")
+            + f"\n\n... [{dropped} bytes truncated] ...\n\n"
+            + bytes(self.tail[-self.tail_max :]).decode(errors="replace")
+        )
+
+
 def truncate_middle(text: str, limit: int) -> str:
     """Keep 40% head and 60% tail of an over-long text, with a notice in between."""
     if len(text) <= limit:
