@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 API_TIMEOUT_S = 120
 KILL_GRACE_S = 10.0  # after a timeout: how long the killed command's output may take to end
 MAX_READ_BYTES = 64 * 1024 * 1024
+MAX_PENDING_REMOVALS = 8  # beyond this, a prompt waits for its container's removal
 
 
 @dataclass(frozen=True)
@@ -109,10 +110,7 @@ class DockerSandbox:
         if self._b.keep:
             log.info("sandbox.keep: container %s left running", self.id[:12])
             return
-        try:
-            await self._b.discard(self.id)
-        except DockerException as exc:  # the prompt's result stands; the end of the run tries again
-            log.warning("could not remove container %s: %s", self.id[:12], _explain(exc))
+        await self._b.release(self.id)
 
 
 class DockerBackend:
@@ -140,6 +138,7 @@ class DockerBackend:
         self._probes: dict[tuple[str, str], asyncio.Future[Probe]] = {}
         self.pool = WarmPool(o.pool_size, self.launch, self.discard, o.max_lifetime_s / 2)
         self._live: set[str] = set()
+        self._removals: set[asyncio.Future] = set()
         self._lock = threading.Lock()
         self._closing = False
 
@@ -186,6 +185,7 @@ class DockerBackend:
         self._closing = True
         if self.client is not None:
             await self.pool.close()
+            await asyncio.gather(*list(self._removals), return_exceptions=True)
             with self._lock:
                 live = list(self._live) if not self.keep else []
             await asyncio.gather(*(self.discard(cid) for cid in live), return_exceptions=True)
@@ -323,6 +323,20 @@ class DockerBackend:
 
     async def discard(self, cid: str) -> None:
         await self.call(self.remove, cid)
+
+    async def release(self, cid: str) -> None:
+        """Remove a prompt's container without making the prompt wait (unless removals pile up)."""
+
+        def done(f: asyncio.Future) -> None:
+            self._removals.discard(f)
+            if not f.cancelled() and f.exception() is not None:  # the end of the run tries again
+                log.warning("could not remove container %s: %s", cid[:12], f.exception())
+
+        fut = self.call(self.remove, cid)
+        self._removals.add(fut)
+        fut.add_done_callback(done)
+        if len(self._removals) > MAX_PENDING_REMOVALS:
+            await asyncio.wait([fut])
 
 
 def _slug(text: str) -> str:

@@ -10,6 +10,8 @@ from pathlib import Path
 import docker
 from docker.errors import APIError, NotFound
 
+from hermes_runner.sandbox.base import pid_alive
+
 log = logging.getLogger(__name__)
 
 PREFIX = "io.hermes-runner"
@@ -45,13 +47,7 @@ def runner_labels(run_name: str, run_dir: str) -> dict[str, str]:
 
 def runner_alive(pid: int, start: str) -> bool:
     if not Path("/proc/self/stat").exists():  # no procfs: trust the pid alone
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_alive(pid)
     now = process_start(pid)
     return now is not None and (not start or now == start)
 

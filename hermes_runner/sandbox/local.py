@@ -19,7 +19,7 @@ from pathlib import Path
 from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError, ToolError
-from hermes_runner.sandbox.base import SAFE_ENV_KEYS, ExecResult, OutputCap
+from hermes_runner.sandbox.base import SAFE_ENV_KEYS, ExecResult, OutputCap, pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -29,16 +29,6 @@ READ_CHUNK = 65536
 def default_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "hermes-runner" / "sandboxes"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 async def read_capped(stream: asyncio.StreamReader, limit: int) -> str:
@@ -179,7 +169,7 @@ class LocalBackend:
         """Remove task dirs left by runners that were killed."""
         for d in self._root.iterdir():
             pid = d.name.rsplit("-", 1)[-1]
-            if d != self._dir and pid.isdigit() and not _pid_alive(int(pid)) and not self.keep:
+            if d != self._dir and pid.isdigit() and not pid_alive(int(pid)) and not self.keep:
                 shutil.rmtree(d, ignore_errors=True)
 
     async def create(self, prompt: Prompt) -> LocalSandbox:
