@@ -191,14 +191,14 @@ def test_network_is_off_by_default(engine, tmp_path):
 
 def test_limits_are_enforced(engine, tmp_path):
     opts = DockerSandboxOptions(mem_limit="64m", pids_limit=20)
-    mem, fork, limit = _run(_in_container(opts, [
-        "awk 'BEGIN { s = \"x\"; while (1) s = s s }'",  # doubles a string until something stops it
-        "for i in $(seq 40); do sleep 5 >/dev/null 2>&1 & done 2>&1 | tail -n 1; echo forked",
+    limit, mem, fork = _run(_in_container(opts, [
         "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max",
+        "awk 'BEGIN { s = \"x\"; while (1) s = s s }'",  # doubles a string until something stops it
+        "for i in $(seq 40); do sleep 30 >/dev/null 2>&1 & done 2>&1 | tail -n 1",  # last command: no pid left after
     ], tmp_path))  # fmt: skip
     assert mem.exit_code == 137, mem  # OOM-killed at 64 MiB
     assert "can't fork" in fork.output or "Resource temporarily unavailable" in fork.output, fork
-    assert limit.output.split() == ["67108864", "20"]
+    assert limit.output.split() == ["67108864", "20"], limit
 
 
 def test_hardening_defaults_and_host_env(engine, tmp_path, monkeypatch):
@@ -246,7 +246,7 @@ def test_timeout_kills_the_command_tree(engine, tmp_path):
 
     res, took, after = _run(go())
     assert res.timed_out and res.exit_code == 124 and res.output == "begin\n"
-    assert took < 6, took
+    assert took < 10, took  # 1 s, the kill, and a loaded machine
     assert after.output == "end\n"  # both sleeps (child and grandchild) are gone
 
 
@@ -333,7 +333,7 @@ def test_interrupted_runner_leaves_no_container(engine, server, tmp_path, run_di
         assert containers_of(engine, run_dir) == []
     else:
         assert proc.returncode == -signal.SIGKILL
-        assert {c["Id"] for c in containers_of(engine, run_dir)} == before  # orphans, until the resume
+        assert before <= {c["Id"] for c in containers_of(engine, run_dir)}  # orphans, until the resume
     server.handler = lambda body, srv: srv.completion(body, DONE)  # the model now answers without a command
     res = subprocess.run(_cli(server, tmp_path, run_dir, dataset), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -48,6 +48,10 @@ exec cat > "$1"
 """
 
 NO_DIR = b"!nodir"
+NOT_STARTED = (
+    "[the command could not be started in the container (exit code {code}): too many processes "
+    "(pids limit), memory exhausted, or no /bin/sh]"
+)
 
 
 def _sh(script: str, *args: str) -> list[str]:
@@ -81,10 +85,11 @@ def run_command(
             cap.feed(bytes(first[nl + 1 :]))
     finally:
         stream.close()
-    if not seen_first:
-        cap.feed(bytes(first))
     code = api.exec_inspect(eid)["ExitCode"]
-    return 1 if code is None else int(code)
+    code = 1 if code is None else int(code)
+    if not seen_first:  # the shell never ran
+        cap.feed(bytes(first) or NOT_STARTED.format(code=code).encode())
+    return code
 
 
 def kill_tree(api: APIClient, cid: str, pid: int) -> None:
