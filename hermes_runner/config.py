@@ -139,19 +139,27 @@ class LocalSandboxOptions:
 
 @dataclass
 class DockerSandboxOptions:
-    network_mode: str = "none"
-    mem_limit: str = "1g"
-    nano_cpus: int = 1_000_000_000
+    """One container per prompt; every isolation default can be relaxed here."""
+
+    network_mode: str = "none"  # none | bridge | host | a network name
+    mem_limit: str | None = "1g"
+    memswap_limit: str | None = None  # None: same as mem_limit (no swap)
+    cpus: float = 1.0
     pids_limit: int = 256
-    read_only: bool = True
+    read_only: bool = True  # read-only root; the working dir and `tmpfs` paths stay writable
+    tmpfs: dict[str, str] = field(default_factory=lambda: {"/tmp": "rw,exec,nosuid,nodev,size=512m,mode=1777"})
+    workdir_tmpfs: str = "rw,exec,nosuid,nodev,size=1g"  # mount options of the working dir's tmpfs
     cap_drop: list[str] = field(default_factory=lambda: ["ALL"])
+    cap_add: list[str] = field(default_factory=list)
     security_opt: list[str] = field(default_factory=lambda: ["no-new-privileges"])
-    tmpfs: dict[str, str] = field(default_factory=lambda: {"/tmp": "rw,exec,size=512m"})
-    user: str | None = "auto"  # "auto": a non-root user when the image has one
+    user: str | None = "auto"  # "auto": a non-root user when the image has one; None: the image's default
     init: bool = True
-    pull: bool = False
-    pool_size: int = 0  # pre-started containers kept per image
-    env: dict[str, str] = field(default_factory=dict)
+    runtime: str | None = None  # e.g. runsc (gVisor)
+    volumes: list[str] = field(default_factory=list)  # "host:container[:ro]" binds: state that outlives a prompt
+    env: dict[str, str] = field(default_factory=dict)  # the only variables set in the container
+    pull: bool = False  # pull images missing locally
+    pool_size: int = 2  # containers started ahead per (image, working dir); each serves one prompt
+    max_lifetime_s: int = 86_400  # a container left behind by a killed runner exits after this long
 
 
 @dataclass
