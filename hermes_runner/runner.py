@@ -19,6 +19,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from hermes_runner import distributions, estimate, sharegpt
+from hermes_runner import services as tool_services
 from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.budget import RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
@@ -68,6 +69,8 @@ def data_config(cfg: RunConfig) -> dict:
         out[key] = OmegaConf.to_container(value, resolve=True, enum_to_str=True) if OmegaConf.is_config(value) else (
             value.value if hasattr(value, "value") else value
         )
+    # Toolsets dropped for want of a backend change what prompts are offered.
+    out["toolsets_unavailable"] = sorted(tool_services.unavailable(cfg)) or None
     return out
 
 
@@ -261,6 +264,7 @@ class Run:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.progress: RunProgress | None = None
         self.batch_left: Counter = Counter()
+        self.toolsets_dropped: dict[str, str] = {}  # toolset -> missing backend
 
     # -- setup -----------------------------------------------------------------------
 
@@ -275,6 +279,7 @@ class Run:
         if not 0 <= cfg.shard.index < cfg.shard.count:
             raise ConfigError(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
         distributions.validate(cfg.distribution, toolset_names())
+        self.toolsets_dropped = tool_services.check_toolsets(cfg)
         self.prefill = load_prefill(cfg.prefill_messages_file)
         try:
             self.store.lock()
@@ -322,7 +327,9 @@ class Run:
                 verbose=cfg.verbose,
                 log_prefix_chars=cfg.log_prefix_chars,
             )
-            spec = WorkerSpec(cfg, str(self.dir), settings, served_url, dict(plan.images), pool_size=cfg.num_workers)
+            spec = WorkerSpec(
+                cfg, str(self.dir), settings, served_url, dict(plan.images), cfg.num_workers, dict(self.toolsets_dropped)
+            )
             async with open_executor(cfg, spec, self.limiter, self.budget) as (executor, work):
                 self.executor = executor
                 await self._drive(plan, work)
@@ -506,6 +513,7 @@ class Run:
             "reasoning_statistics": s.reasoning_statistics(),
             "reasoning_statistics_kept": s.reasoning_statistics(kept_only=True),
             "toolsets_sampled": dict(s.toolsets_sampled),
+            "toolsets_unavailable": self.toolsets_dropped,
             "usage": s.usage.as_dict(),
             "api_calls": s.api_calls,
             "retries": s.retries,

@@ -9,7 +9,12 @@ The reply to each chat-completions request depends on the conversation so far:
   | think | scratchpad), ``finish_reason``, ``sleep`` (seconds), ``usage``, ``cost``, and
   ``fail``: a list of error replies (``{"status", "retry_after", "message"}``) returned
   for the first attempts of that step.
-* Without a script: call ``terminal`` once (when offered) with ``echo``, then answer.
+* Without a script: call ``terminal`` once (when offered) with ``echo``, then answer. A last
+  user message with images (``image_url`` data URLs) is answered with what they are: type,
+  size in pixels, bytes and sha256 prefix, so vision tools can be checked end to end.
+
+``POST /v1/images/generations`` returns a solid-colour PNG of the requested size (colour
+from the prompt's hash), as ``b64_json`` or as a ``url`` served by this server.
 
 Run standalone: ``python -m hermes_runner.scripted_server --port 8765 --latency 0.2``.
 """
@@ -18,11 +23,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import hashlib
 import itertools
 import json
+import struct
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +63,37 @@ def turn_of(body: dict) -> int:
     return sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
 
 
+def png_bytes(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A solid-colour RGB PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    raw = (b"\x00" + bytes(rgb) * width) * height
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def describe_image(data: bytes) -> str:
+    """What the server 'sees' in an image: type, pixel size (PNG), bytes and sha256 prefix."""
+    digest = hashlib.sha256(data).hexdigest()[:12]
+    if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
+        w, h = struct.unpack(">II", data[16:24])
+        return f"image/png {w}x{h} ({len(data)} bytes, sha256 {digest})"
+    return f"image ({len(data)} bytes, sha256 {digest})"
+
+
+def images_in_last_user(body: dict) -> list[bytes]:
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    out = []
+    for part in content if isinstance(content, list) else []:
+        url = (part.get("image_url") or {}).get("url", "") if part.get("type") == "image_url" else ""
+        if url.startswith("data:") and "," in url:
+            out.append(base64.b64decode(url.split(",", 1)[1]))
+    return out
+
+
 def parse_script(prompt: str) -> list[dict] | None:
     for line in prompt.splitlines():
         if line.startswith("#script "):
@@ -79,6 +118,7 @@ class ScriptedServer:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self.files: dict[str, bytes] = {}  # generated images served as URLs
 
     @property
     def url(self) -> str:
@@ -90,6 +130,8 @@ class ScriptedServer:
         app = web.Application(client_max_size=64 * 1024**2)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/images/generations", self._images)
+        app.router.add_get("/v1/files/{name}", self._file)
         return app
 
     async def start_async(self) -> None:
@@ -141,6 +183,33 @@ class ScriptedServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
+
+    async def _images(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        prompt = str(body.get("prompt") or "")
+        if self.record:
+            with self._lock:
+                self.requests.append(Seen(body, dict(request.headers), prompt, 0))
+        try:
+            w, h = (int(x) for x in str(body.get("size") or "64x64").split("x"))
+        except ValueError:
+            return web.json_response({"error": {"message": f"bad size {body.get('size')!r}"}}, status=400)
+        rgb = tuple(hashlib.sha256(prompt.encode()).digest()[:3])
+        data = png_bytes(w, h, rgb)
+        if body.get("response_format") == "url":
+            name = f"img-{next(self._ids)}.png"
+            self.files[name] = data
+            item = {"url": f"http://{self.host}:{self.port}/v1/files/{name}"}
+        else:
+            item = {"b64_json": base64.b64encode(data).decode()}
+        item["revised_prompt"] = prompt
+        return web.json_response({"created": int(time.time()), "data": [item]})
+
+    async def _file(self, request: web.Request) -> web.Response:
+        data = self.files.get(request.match_info["name"])
+        if data is None:
+            return web.json_response({"error": {"message": "no such file"}}, status=404)
+        return web.Response(body=data, content_type="image/png")
 
     async def _chat(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -195,6 +264,10 @@ class ScriptedServer:
 
     @staticmethod
     def _default_step(body: dict, turn: int) -> dict:
+        images = images_in_last_user(body)
+        if images:
+            seen = "; ".join(describe_image(d) for d in images)
+            return {"reasoning": "I looked at the image.", "content": f"I see {len(images)} image(s): {seen}"}
         offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
         if turn == 0 and "terminal" in offered:
             return {

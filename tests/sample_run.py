@@ -43,7 +43,7 @@ def prompts() -> list[dict]:
         script({"content": "A plain answer with no thinking."}, text="answer plainly"),
         # discarded: a tool that does not exist
         script(
-            {"reasoning": "Search the web.", "tool_calls": [_call("web_search", query="weather")]},
+            {"reasoning": "Search the web.", "tool_calls": [_call("teleport", destination="moon")]},
             {"reasoning": "No web tool; answer anyway.", "content": "I cannot search."},
             text="search the web",
         ),
