@@ -71,9 +71,7 @@ def test_sessions_run_on_actors_and_stream_back(make_cfg, tmp_path, run_dir, ser
     slow = {"content": "slow one", "reasoning": "r", "sleep": 4}
     rows = [{"prompt": script(slow, text="slow task")}] + [{"prompt": f"quick {i}"} for i in range(7)]
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
-    # (isolation=none: bwrap maps a sandbox root under /tmp onto the sandbox's own /tmp)
-    opts = ["num_workers=4", "executor.sessions_per_worker=2", "sandbox.keep=true", "sandbox.local.isolation=none"]
-    cfg = make_cfg(*RAY, *opts, dataset=ds)
+    cfg = make_cfg(*RAY, "num_workers=4", "executor.sessions_per_worker=2", "sandbox.keep=true", dataset=ds)
     code, stats = run_inprocess(cfg, run_dir)
     assert code == 0 and stats["prompts"]["ok"] == 8
     assert_each_prompt_once(run_dir, 8)

@@ -15,7 +15,6 @@ from hermes_runner.merge import main, merge
 from conftest import ROOT, read_jsonl, run_inprocess, script, write_jsonl
 
 N = 11
-QUIET = "sandbox.local.isolation=none"  # tool output without host paths, so shard and whole runs compare equal
 
 
 @pytest.fixture
@@ -33,7 +32,7 @@ def run_shards(make_cfg, dataset, tmp_path, count: int, *extra: str) -> list:
     dirs = []
     for i in range(count):
         d = tmp_path / f"shard{i}"
-        cfg = make_cfg(f"shard.index={i}", f"shard.count={count}", QUIET, *extra, dataset=dataset)
+        cfg = make_cfg(f"shard.index={i}", f"shard.count={count}", *extra, dataset=dataset)
         code, _ = run_inprocess(cfg, d)
         assert code == 0
         dirs.append(d)
@@ -42,7 +41,7 @@ def run_shards(make_cfg, dataset, tmp_path, count: int, *extra: str) -> list:
 
 def test_shards_split_the_dataset_and_merge_like_one_run(make_cfg, dataset, tmp_path, server):
     whole = tmp_path / "whole"
-    assert run_inprocess(make_cfg(QUIET, dataset=dataset), whole)[0] == 0
+    assert run_inprocess(make_cfg(dataset=dataset), whole)[0] == 0
     dirs = run_shards(make_cfg, dataset, tmp_path, 3)
     slices = [[r["prompt_index"] for r in read_jsonl(d / "trajectories.jsonl")] for d in dirs]
     assert slices[1] and all(i % 3 == 1 for i in slices[1])  # a deterministic slice per shard
@@ -76,12 +75,12 @@ def test_shards_split_the_dataset_and_merge_like_one_run(make_cfg, dataset, tmp_
 def test_merge_refuses_mismatched_overlapping_or_missing_shards(make_cfg, dataset, tmp_path, server):
     dirs = run_shards(make_cfg, dataset, tmp_path, 2)
     other = tmp_path / "other"
-    assert run_inprocess(make_cfg("shard.index=1", "shard.count=2", QUIET, "seed=7", dataset=dataset), other)[0] == 0
+    assert run_inprocess(make_cfg("shard.index=1", "shard.count=2", "seed=7", dataset=dataset), other)[0] == 0
     out = tmp_path / "out"
     with pytest.raises(ConfigError, match=r"another config(.|\n)*seed: 0 -> 7"):
         merge(out, [dirs[0], other])
     again = tmp_path / "again"
-    assert run_inprocess(make_cfg("shard.index=1", "shard.count=2", QUIET, dataset=dataset), again)[0] == 0
+    assert run_inprocess(make_cfg("shard.index=1", "shard.count=2", dataset=dataset), again)[0] == 0
     with pytest.raises(ConfigError, match="both shard 1: they overlap"):
         merge(out, [*dirs, again])
     with pytest.raises(ConfigError, match=r"shards \[1\] of 2 are missing"):
