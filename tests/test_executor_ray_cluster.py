@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -19,9 +20,9 @@ from conftest import base_overrides, read_jsonl, run_cli, write_jsonl
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.timeout(300)
-# Ray >= 2.59 turns token auth on for clusters it starts; a driver joining one must use it too
-# (the token itself is in ~/.ray/auth_token, or RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH).
-TOKEN_AUTH = {"RAY_AUTH_MODE": "token"}
+# Ray >= 2.59 turns token auth on for clusters it starts; a driver joining one must use it too.
+# The token is given explicitly (not ~/.ray/auth_token), so the test does not depend on that file.
+TOKEN_AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
 
 
 @pytest.fixture
