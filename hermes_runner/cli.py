@@ -124,6 +124,8 @@ def execute_run(
     except ConfigError as exc:
         log.error("%s", exc)
         error = exc
+    except KeyboardInterrupt:  # Ctrl-C before the run's own handler is in place (e.g. model server starting)
+        run.interrupted = True
     finally:
         stats = run.finalize(plan)
         record_invocation(run_dir, run.invocation, cfg, overrides or [], started, time.time())
