@@ -141,7 +141,8 @@ def handler(llama, messages, tools=None, tool_choice=None, functions=None, funct
         tool_choice = function_call if isinstance(function_call, str) else tool_choice
     prompt = render(messages, tools if tool_choice != "none" else None)
     gbnf = grammar_text(tools, tool_choice)
-    accepted = set(inspect.signature(llama.create_completion).parameters) - {"prompt", "grammar", "stream", "echo"}
+    # logprobs are not returned (and need the server's logits_all): not passed on
+    accepted = set(inspect.signature(llama.create_completion).parameters) - {"prompt", "grammar", "stream", "echo", "logprobs"}
     args = {k: v for k, v in kw.items() if k in accepted and v is not None}
     stop = args.get("stop") or []
     args["stop"] = [*([stop] if isinstance(stop, str) else stop), "<|im_end|>"]

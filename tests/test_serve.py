@@ -16,7 +16,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT, read_jsonl, run_cli, script, write_jsonl
+from conftest import ROOT, compose_cfg, read_jsonl, run_cli, script, write_jsonl
+
+from hermes_runner.serve import server_argv
 
 SCRIPTED = ["{python}", "-m", "hermes_runner.scripted_server", "--port", "{port}"]
 
@@ -176,3 +178,31 @@ def test_ctrl_c_while_server_starts(tmp_path):
     proc.send_signal(signal.SIGINT)
     assert proc.wait(30) == 130
     assert wait_gone(tree, 0) == []
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("vllm_serve", ["vllm", "serve", "Qwen/Qwen3-8B", "--host", "127.0.0.1", "--port", "4321"]),
+        ("llama_server", ["llama-server", "--model", "{gguf}", "--alias", "local-gguf", "--host", "127.0.0.1"]),
+        ("gguf", ["{python}", "-m", "hermes_runner.llama_server", "--model", "{gguf}", "--model_alias", "local-gguf"]),
+    ],
+)
+def test_shipped_server_configs_fill_their_commands(config, expected, tmp_path, monkeypatch):
+    """The example configs compose and their placeholders fill; the server binaries are found on PATH."""
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for exe in ("vllm", "llama-server"):  # stand-ins for the installed servers: only the lookup is tested
+        (bin_dir / exe).write_text("#!/bin/sh\n")
+        (bin_dir / exe).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    cfg = compose_cfg([f"model={config}", f"model.serve.model_path={gguf}"])
+    assert cfg.model.serve.enabled and cfg.model.base_url == "served"
+    argv = server_argv(cfg.model, 4321)
+    subs = {"{gguf}": str(gguf), "{python}": sys.executable}
+    want = [subs.get(a, a) for a in expected]
+    want[0] = str(bin_dir / want[0]) if not want[0].startswith("/") else want[0]
+    assert argv[: len(want)] == want
+    assert "4321" in argv and not any("{" in a for a in argv)
