@@ -206,3 +206,18 @@ def test_shipped_server_configs_fill_their_commands(config, expected, tmp_path, 
     want[0] = str(bin_dir / want[0]) if not want[0].startswith("/") else want[0]
     assert argv[: len(want)] == want
     assert "4321" in argv and not any("{" in a for a in argv)
+
+
+def test_server_dying_mid_run_is_reported_and_its_prompts_fail(tmp_path):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": script({"sleep": 5, "content": "x"}, text=f"p{i}")} for i in range(2)])
+    dies = [
+        "{python}", "-c",
+        "import os, sys, threading; sys.argv = ['s', '--port', '{port}']; "
+        "threading.Timer(2.0, lambda: os._exit(7)).start(); "
+        "from hermes_runner.scripted_server import main; main()",
+    ]  # fmt: skip
+    res = run_cli(*served_args(tmp_path, ds, dies))
+    assert res.returncode == 1, res.stdout + res.stderr  # prompts failed; a rerun retries them
+    assert "the model server exited with code 7 during the run" in run_log(tmp_path)
+    stats = (tmp_path / "run" / "statistics.json").read_text()
+    assert '"failed": 2' in stats
