@@ -98,11 +98,13 @@ def grammar_text(tools: list[dict] | None, tool_choice: object) -> str | None:
         tools = [t for t in tools if t["function"]["name"] == name]
         if not tools:
             raise ValueError(f"tool_choice names a function that is not offered: {name!r}")
-    answer = 'hermes-answer ::= [^<] [^\\x00]*\n'
+    answer = "hermes-answer ::= [^<] [^\\x00]*\n"
     if tool_choice == "none":
         return "root ::= hermes-answer\n" + answer
     schema = {"oneOf": [_call_schema(t) for t in tools]}
-    body = re.sub(r"^root ::=", "hermes-call-json ::=", json_schema_to_gbnf(json.dumps(schema)), count=1, flags=re.M)
+    body = re.sub(
+        r"^root ::=", "hermes-call-json ::=", json_schema_to_gbnf(json.dumps(schema)), count=1, flags=re.MULTILINE
+    )
     call = 'hermes-call ::= "<tool_call>\\n" hermes-call-json "\\n</tool_call>"\n'
     if tool_choice == "auto" or tool_choice is None:
         return "root ::= hermes-call | hermes-answer\n" + call + answer + body
@@ -142,7 +144,13 @@ def handler(llama, messages, tools=None, tool_choice=None, functions=None, funct
     prompt = render(messages, tools if tool_choice != "none" else None)
     gbnf = grammar_text(tools, tool_choice)
     # logprobs are not returned (and need the server's logits_all): not passed on
-    accepted = set(inspect.signature(llama.create_completion).parameters) - {"prompt", "grammar", "stream", "echo", "logprobs"}
+    accepted = set(inspect.signature(llama.create_completion).parameters) - {
+        "prompt",
+        "grammar",
+        "stream",
+        "echo",
+        "logprobs",
+    }
     args = {k: v for k, v in kw.items() if k in accepted and v is not None}
     stop = args.get("stop") or []
     args["stop"] = [*([stop] if isinstance(stop, str) else stop), "<|im_end|>"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import logging
 import os
 import shutil
@@ -65,8 +66,9 @@ def server_argv(model: ModelConfig, port: int) -> list[str]:
     try:
         argv = [part.format(**subs) for part in s.command]
     except KeyError as exc:
-        hint = " (set model.serve.model_path)" if exc.args[0] == "model_path" else ""
-        raise ConfigError(f"model.serve.command uses the placeholder {{{exc.args[0]}}}, which has no value{hint}") from None
+        name = exc.args[0]
+        hint = " (set model.serve.model_path)" if name == "model_path" else ""
+        raise ConfigError(f"model.serve.command uses the placeholder {{{name}}}, which has no value{hint}") from None
     # Also look beside this interpreter: a server installed in the same venv (vllm, ...) is found
     # when the runner is started as .venv/bin/python without activating the venv.
     search = os.pathsep.join([os.environ.get("PATH", os.defpath), str(Path(sys.executable).parent)])
@@ -77,9 +79,9 @@ def server_argv(model: ModelConfig, port: int) -> list[str]:
 
 
 def _tail(path: Path, start: int, n: int = 30) -> str:
-    """The last `n` lines written to `path` from byte `start` on."""
+    """The last `n` lines written to `path` from byte `start` on (read from its last 64 KiB)."""
     with contextlib.suppress(OSError), path.open("rb") as f:
-        f.seek(start)
+        f.seek(max(start, f.seek(0, os.SEEK_END) - 65536))
         return "\n".join(f.read().decode(errors="replace").splitlines()[-n:])
     return ""
 
@@ -88,7 +90,7 @@ def _healthy(url: str) -> bool:
     try:
         with _DIRECT.open(url, timeout=2) as r:
             return 200 <= r.status < 300
-    except Exception:
+    except (OSError, http.client.HTTPException):
         return False
 
 
@@ -108,7 +110,7 @@ async def serving(model: ModelConfig, log_dir: Path) -> AsyncIterator[str | None
         start = out.tell()
         out.write(f"==== {datetime.now().isoformat(timespec='seconds')} {' '.join(argv)}\n".encode())
         out.flush()
-        guard = subprocess.Popen(
+        guard = subprocess.Popen(  # noqa: ASYNC220 (fork+exec: does not block the loop noticeably)
             [sys.executable, "-P", str(GUARD), "--stop-timeout", str(s.stop_timeout_s), "--", *argv],
             stdin=subprocess.PIPE,  # the guard's lifeline: it stops the server when this closes
             stdout=out, stderr=subprocess.STDOUT, env=env,

@@ -102,7 +102,10 @@ class Guard:
 
         try:
             self.server = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, process_group=0, preexec_fn=tie_to_guard
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                process_group=0,
+                preexec_fn=tie_to_guard,  # noqa: PLW1509
             )
         except OSError as exc:
             _say(f"cannot start {self.argv[0]!r}: {exc}")

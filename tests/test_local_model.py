@@ -117,7 +117,9 @@ def test_tool_results_reach_the_prompt():
 
 
 def test_parse_keeps_text_and_unfinished_calls():
-    content, calls = llama_server.parse('<tool_call>\n{"name": "terminal", "arguments": {"command": "ls"}}\n</tool_call>')
+    content, calls = llama_server.parse(
+        '<tool_call>\n{"name": "terminal", "arguments": {"command": "ls"}}\n</tool_call>'
+    )
     assert content is None and json.loads(calls[0]["function"]["arguments"]) == {"command": "ls"}
     cut = '<tool_call>\n{"name": "terminal", "argu'
     assert llama_server.parse(cut) == (cut, [])

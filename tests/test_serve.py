@@ -127,7 +127,9 @@ def test_unknown_command_and_placeholder_are_config_errors(tmp_path):
 
 def _start_slow_run(tmp_path: Path, argv: list[str]) -> tuple[subprocess.Popen, Path]:
     """A run whose prompts each wait 60 s in the server: it is mid-batch when we signal it."""
-    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": script({"sleep": 60, "content": "late"}, text=f"p{i}")} for i in range(4)])
+    ds = write_jsonl(
+        tmp_path / "d.jsonl", [{"prompt": script({"sleep": 60, "content": "late"}, text=f"p{i}")} for i in range(4)]
+    )
     run_dir = tmp_path / "run"
     out = (tmp_path / "runner.out").open("w")
     proc = subprocess.Popen(
@@ -145,7 +147,7 @@ WRAPPED = ["sh", "-c", "{python} -m hermes_runner.scripted_server --port {port};
 
 @pytest.mark.parametrize("argv", [SCRIPTED, WRAPPED], ids=["direct", "wrapped"])
 def test_ctrl_c_stops_server(tmp_path, argv):
-    proc, run_dir = _start_slow_run(tmp_path, argv)
+    proc, _ = _start_slow_run(tmp_path, argv)
     tree = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
     assert len(tree) >= (2 if argv is SCRIPTED else 3)  # guard, (sh,) server
     proc.send_signal(signal.SIGINT)
@@ -209,12 +211,16 @@ def test_shipped_server_configs_fill_their_commands(config, expected, tmp_path, 
 
 
 def test_server_dying_mid_run_is_reported_and_its_prompts_fail(tmp_path):
-    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": script({"sleep": 5, "content": "x"}, text=f"p{i}")} for i in range(2)])
+    ds = write_jsonl(
+        tmp_path / "d.jsonl", [{"prompt": script({"sleep": 5, "content": "x"}, text=f"p{i}")} for i in range(2)]
+    )
     dies = [
         "{python}", "-c",
-        "import os, sys, threading; sys.argv = ['s', '--port', '{port}']; "
-        "threading.Timer(2.0, lambda: os._exit(7)).start(); "
-        "from hermes_runner.scripted_server import main; main()",
+        (
+            "import os, sys, threading; sys.argv = ['s', '--port', '{port}']; "
+            "threading.Timer(2.0, lambda: os._exit(7)).start(); "
+            "from hermes_runner.scripted_server import main; main()"
+        ),
     ]  # fmt: skip
     res = run_cli(*served_args(tmp_path, ds, dies))
     assert res.returncode == 1, res.stdout + res.stderr  # prompts failed; a rerun retries them
