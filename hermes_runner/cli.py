@@ -140,6 +140,8 @@ def _invocation(run: Run, cfg: RunConfig, run_dir: Path, overrides: list[str], c
     except ConfigError as exc:
         log.error("%s", exc)
         error = exc
+    except KeyboardInterrupt:  # Ctrl-C before the run's own handler is in place (e.g. model server starting)
+        run.interrupted = True
     finally:
         try:
             stats = run.finalize(plan)

@@ -52,7 +52,8 @@ class ServeConfig:
     """A model server the runner starts as a child process (embedded/local models)."""
 
     enabled: bool = False
-    # Command to start the server; `{port}`, `{host}`, `{model_path}` and `{python}` are substituted.
+    # Command to start the server; `{port}`, `{host}`, `{model_path}`, `{name}` (model.name) and
+    # `{python}` (this interpreter) are substituted.
     command: list[str] = field(default_factory=list)
     # Path of a GGUF/weights file; `pkg:<dist>/<relpath>` looks it up in site-packages.
     model_path: str | None = None
@@ -60,6 +61,7 @@ class ServeConfig:
     port: int = 0  # 0 = pick a free loopback port
     health_path: str = "/v1/models"
     startup_timeout_s: float = 180.0
+    stop_timeout_s: float = 10.0  # SIGTERM, then SIGKILL after this long
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -94,6 +96,7 @@ class ModelConfig:
     retry_initial_wait_s: float = 1.0  # first backoff when the server gives no Retry-After
     retry_max_wait_s: float = 120.0  # cap on any wait, Retry-After included
     max_tokens_param: str = "max_tokens"  # or max_completion_tokens (newer OpenAI models)
+    tool_choice: str | None = None  # sent with the tools: auto | required | none (None: endpoint default)
     extra_body: dict[str, Any] = field(default_factory=dict)
     default_headers: dict[str, str] = field(default_factory=dict)
     serve: ServeConfig = field(default_factory=ServeConfig)

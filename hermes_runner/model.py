@@ -228,6 +228,8 @@ class OpenAIChatModel:
         kwargs = dict(self._params)
         if tools:
             kwargs["tools"] = tools
+            if self.cfg.tool_choice:
+                kwargs["tool_choice"] = self.cfg.tool_choice
         if self._extra:
             kwargs["extra_body"] = self._extra
         retries = -1
