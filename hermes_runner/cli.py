@@ -53,6 +53,11 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
     )
     if stats["discarded_by_reason"]:
         console.print("  discarded: " + ", ".join(f"{k} {v}" for k, v in stats["discarded_by_reason"].items()))
+        if stats["discarded_by_reason"].get("no_reasoning") and not p["ok"]:
+            console.print(
+                "  (the model wrote no reasoning in any turn: filters.require_reasoning=false keeps such trajectories;"
+                " the discarded ones are in discarded.jsonl)"
+            )
     if stats["failed_by_error"]:
         console.print("  failed: " + ", ".join(f"{k} {v}" for k, v in stats["failed_by_error"].items()))
     table = Table(title="Tool use (kept trajectories)")
