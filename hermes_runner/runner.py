@@ -262,6 +262,7 @@ class Run:
         self.limiter: EndpointLimiter | None = None
         self.executor: Executor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._main: asyncio.Task | None = None
         self.progress: RunProgress | None = None
         self.batch_left: Counter = Counter()
         self.toolsets_dropped: dict[str, str] = {}  # toolset -> missing backend
@@ -312,6 +313,15 @@ class Run:
         return "\n".join(lines)
 
     async def execute(self, plan: Plan) -> None:
+        self._loop, self._main = asyncio.get_running_loop(), asyncio.current_task()
+        try:
+            await self._execute(plan)
+        except asyncio.CancelledError:
+            if not self.interrupted:
+                raise
+            log.warning("interrupted while starting: nothing was run")
+
+    async def _execute(self, plan: Plan) -> None:
         cfg = self.cfg
         async with serving(cfg.model, self.dir) as served_url:
             self.limiter = EndpointLimiter(cfg.model.rate_limit, cfg.num_workers)
@@ -426,6 +436,8 @@ class Run:
             os.write(2, b"interrupted: cancelling in-flight prompts and saving progress (again to exit now)\n")
             if self._loop is not None and self.executor is not None:
                 self._loop.call_soon_threadsafe(self.executor.cancel)
+            elif self._loop is not None and self._main is not None:
+                self._loop.call_soon_threadsafe(self._main.cancel)  # still starting (model server, images, ...)
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, on_signal)
