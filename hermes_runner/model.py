@@ -1,7 +1,8 @@
-"""Chat model client: the official `openai` SDK, retries through `tenacity` only."""
+"""Chat model client: OpenAI-compatible calls (the `openai` SDK's error types), retries through `tenacity` only."""
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
 import logging
@@ -11,12 +12,12 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Protocol
 
-import httpx2
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from hermes_runner.chat_http import ChatHttp
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
-from hermes_runner.errors import ConfigError, EmptyResponse, ModelCallError
+from hermes_runner.errors import BrokenStream, ConfigError, EmptyResponse, ModelCallError
 from hermes_runner.reasoning import split_reasoning
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ class ChatModel(Protocol):
 def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, (openai.APIConnectionError, EmptyResponse)):  # includes APITimeoutError
         return True
+    if isinstance(exc, BrokenStream):
+        return exc.status is None or exc.status in RETRYABLE_STATUS or exc.status >= 500
     if isinstance(exc, openai.APIStatusError):
         if exc.status_code == 429 and "exceeded your current quota" in str(exc).lower():
             return False  # out of credit: waiting does not help
@@ -152,6 +155,92 @@ def parse_completion(body: dict) -> Completion:
     return Completion(msg, choice.get("finish_reason"), usage)
 
 
+class StreamAccumulator:
+    """Adds up the server-sent chunks of a streamed chat completion into one non-streamed body."""
+
+    def __init__(self) -> None:
+        self.text: dict[str, list[str]] = {"content": [], "reasoning": [], "reasoning_content": []}
+        self.details: dict[int, dict] = {}  # reasoning_details blocks by index
+        self.calls: dict[int, dict] = {}  # tool calls by index
+        self.finish_reason: str | None = None
+        self.usage: dict | None = None
+        self.choices = 0  # chunks that carried a choice
+
+    def feed(self, data: str) -> bool:
+        """Take the data of one server-sent event; True at the end of the stream."""
+        data = data.strip()
+        if data == "[DONE]":
+            return True
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise BrokenStream(f"unreadable stream chunk: {data[:200]}") from None
+        if not isinstance(chunk, dict):
+            raise BrokenStream(f"unexpected stream chunk: {data[:200]}")
+        self.add(chunk)
+        return False
+
+    def add(self, chunk: dict) -> None:
+        if chunk.get("error"):
+            err = chunk["error"]
+            message = err.get("message") if isinstance(err, dict) else str(err)
+            code = err.get("code") if isinstance(err, dict) else None
+            raise BrokenStream(f"error in the stream: {message}", code if isinstance(code, int) else None)
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            self.choices += 1
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+            for name, parts in self.text.items():
+                piece = delta.get(name)
+                if isinstance(piece, str) and piece:
+                    parts.append(piece)
+            for i, block in enumerate(delta.get("reasoning_details") or []):
+                if isinstance(block, dict):
+                    _merge(self.details.setdefault(block.get("index", i), {}), block, ("text", "summary", "data"))
+            for i, call in enumerate(delta.get("tool_calls") or []):
+                acc = self.calls.setdefault(call.get("index", i), {"function": {}})
+                for key in ("id", "type"):
+                    if call.get(key) and not acc.get(key):
+                        acc[key] = call[key]
+                fn = call.get("function") or {}
+                name = fn.get("name")
+                if name and name != acc["function"].get("name"):  # some servers repeat the whole name
+                    acc["function"]["name"] = acc["function"].get("name", "") + name
+                args = fn.get("arguments")
+                if args:
+                    acc["function"]["arguments"] = acc["function"].get("arguments", "") + (
+                        args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+                    )
+
+    def body(self) -> dict:
+        """The equivalent non-streamed response body (for parse_completion)."""
+        if not self.choices:
+            return {"choices": [], "usage": self.usage}
+        msg: dict = {"role": "assistant", "content": "".join(self.text["content"]) or None}
+        for name in ("reasoning", "reasoning_content"):
+            if self.text[name]:
+                msg[name] = "".join(self.text[name])
+        if self.details:
+            msg["reasoning_details"] = [self.details[i] for i in sorted(self.details)]
+        if self.calls:
+            msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        return {"choices": [{"message": msg, "finish_reason": self.finish_reason}], "usage": self.usage}
+
+
+def _merge(acc: dict, delta: dict, concat: tuple[str, ...]) -> None:
+    """Merge one delta into a block: the `concat` fields grow, the others take the latest value."""
+    for key, value in delta.items():
+        if key in concat and isinstance(value, str):
+            acc[key] = acc.get(key, "") + value
+        elif value is not None:
+            acc[key] = value
+
+
 def api_message(msg: dict) -> dict:
     """A history message as sent to the endpoint (our own bookkeeping fields removed)."""
     if msg["role"] != "assistant":
@@ -232,25 +321,40 @@ class OpenAIChatModel:
     ):
         self.cfg = model
         self._params, self._extra = request_extras(model, provider, reasoning, max_tokens)
-        http = openai.DefaultAsyncHttpx2Client(
-            limits=httpx2.Limits(max_connections=pool_size + 16, max_keepalive_connections=pool_size + 16),
-        )
-        self._client = openai.AsyncOpenAI(
-            api_key=resolve_api_key(model),
-            base_url=base_url or model.base_url,
-            max_retries=0,  # one retry layer: tenacity below
-            timeout=model.timeout_s,
-            default_headers=dict(model.default_headers or {}) or None,
-            http_client=http,
+        # One shared keep-alive pool for every session; no retries below tenacity's.
+        self._http = ChatHttp(
+            base_url or model.base_url,
+            resolve_api_key(model),
+            dict(model.default_headers or {}),
+            model.timeout_s,
+            pool_size=pool_size + 16,
         )
         self.hooks: list = []  # objects with optional before_call()/after_call(exc, completion)
 
-    async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
-        kwargs = dict(self._params)
+    def request_body(self, messages: list[dict], tools: list[dict]) -> bytes:
+        """The JSON body of one chat-completions call (extra_body last, so it wins, as in the SDK)."""
+        body: dict = {"model": self.cfg.name, "messages": [api_message(m) for m in messages], **self._params}
         if tools:
-            kwargs["tools"] = tools
-        if self._extra:
-            kwargs["extra_body"] = self._extra
+            body["tools"] = tools
+        if self.cfg.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        body.update(self._extra)
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+    async def _post(self, content: bytes) -> Completion:
+        """One HTTP call; a streamed reply is added up into the same Completion."""
+        if not self.cfg.stream:
+            return parse_completion(json.loads(await self._http.post(content)))
+        acc = StreamAccumulator()
+        async with contextlib.aclosing(self._http.events(content)) as events:
+            async for data in events:
+                if acc.feed(data):
+                    break
+        return parse_completion(acc.body())
+
+    async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
+        content = self.request_body(messages, tools)
         retries = -1
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.cfg.max_retries + 1),
@@ -266,10 +370,7 @@ class OpenAIChatModel:
                     for h in self.hooks:
                         await h.before_call()
                     try:
-                        raw = await self._client.chat.completions.with_raw_response.create(
-                            model=self.cfg.name, messages=[api_message(m) for m in messages], **kwargs
-                        )
-                        completion = parse_completion(json.loads(raw.content))
+                        completion = await self._post(content)
                     except BaseException as exc:
                         for h in self.hooks:
                             h.after_call(exc, None)
@@ -278,7 +379,7 @@ class OpenAIChatModel:
                         h.after_call(None, completion)
         except openai.APIStatusError as exc:
             raise ModelCallError(_describe(exc, retries), exc.status_code) from exc
-        except (openai.APIConnectionError, EmptyResponse) as exc:
+        except (openai.APIConnectionError, EmptyResponse, BrokenStream) as exc:
             raise ModelCallError(_describe(exc, retries)) from exc
         completion.retries = retries
         return completion
@@ -290,7 +391,7 @@ class OpenAIChatModel:
         log.info("model call failed (%s); retry %d in %.2fs", _short(exc), state.attempt_number, wait)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._http.aclose()
 
 
 def _short(exc: BaseException | None) -> str:
