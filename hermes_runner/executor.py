@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Protocol, TypeVar
 
@@ -28,7 +29,11 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """Sessions as asyncio tasks in this process (one shared HTTP pool, no per-prompt threads)."""
+    """Sessions as asyncio tasks in this process (one shared HTTP pool, no per-prompt threads).
+
+    Each finished task queues itself through a done-callback, so a completion costs O(1)
+    however many sessions are in flight (no `asyncio.wait` over all of them per event).
+    """
 
     def __init__(self, num_workers: int):
         if num_workers < 1:
@@ -36,6 +41,7 @@ class LocalExecutor:
         self.num_workers = num_workers
         self._stopping = False
         self._tasks: set[asyncio.Task] = set()
+        self._finished: deque[asyncio.Task] = deque()
         self._wake = asyncio.Event()
 
     @property
@@ -56,6 +62,11 @@ class LocalExecutor:
         self.num_workers = max(1, n)
         self._wake.set()
 
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        self._finished.append(task)
+        self._wake.set()
+
     async def map_unordered(self, work: Callable[[T], Awaitable[R]], items: Iterator[T]) -> AsyncIterator[R]:
         exhausted = False
         try:
@@ -65,21 +76,22 @@ class LocalExecutor:
                     if item is None:
                         exhausted = True
                         break
-                    self._tasks.add(asyncio.ensure_future(work(item)))
+                    task = asyncio.ensure_future(work(item))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._done)
+                while self._finished:
+                    t = self._finished.popleft()
+                    if not t.cancelled():
+                        yield t.result()
                 if not self._tasks:
                     return
-                waker = asyncio.ensure_future(self._wake.wait())
-                done, _ = await asyncio.wait(self._tasks | {waker}, return_when=asyncio.FIRST_COMPLETED)
-                waker.cancel()
                 self._wake.clear()
-                for t in done - {waker}:
-                    self._tasks.discard(t)
-                    if t.cancelled():
-                        continue
-                    yield t.result()
+                if not self._finished:
+                    await self._wake.wait()
         finally:
             for t in self._tasks:
                 t.cancel()
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             self._tasks.clear()
+            self._finished.clear()

@@ -75,9 +75,7 @@ class LocalSandbox:
         self._tmpdir = tmpdir
         self._b = backend
         self.cwd = str(workdir)
-        self._env = {k: os.environ[k] for k in SAFE_ENV_KEYS if k in os.environ}
-        self._env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-        self._env.update(HOME=str(workdir), TERM="dumb", TMPDIR="/tmp" if backend.bwrap else str(tmpdir))
+        self._env = {**backend.env, "HOME": str(workdir), "TMPDIR": "/tmp" if backend.bwrap else str(tmpdir)}
 
     def _argv(self, command: str, wd: str) -> list[str]:
         shell = self._b.shell
@@ -176,6 +174,9 @@ class LocalBackend:
         self.keep = cfg.keep
         self.max_output = cfg.max_output_chars
         self.shell = shutil.which("bash") or "/bin/sh"
+        self.env = {k: os.environ[k] for k in SAFE_ENV_KEYS if k in os.environ}  # the host env a command may see
+        self.env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        self.env["TERM"] = "dumb"
         iso = self.options.isolation
         if iso not in ("auto", "bwrap", "none"):
             raise ConfigError(f"sandbox.local.isolation must be auto, bwrap or none, not {iso!r}")
@@ -204,17 +205,17 @@ class LocalBackend:
                 shutil.rmtree(d, ignore_errors=True)
 
     async def create(self, prompt: Prompt) -> LocalSandbox:
-        taskdir = Path(tempfile.mkdtemp(prefix=f"{prompt.key}-", dir=self._dir))
-        tmpdir = taskdir / "tmp"
-        tmpdir.mkdir()
+        task = tempfile.mkdtemp(prefix=f"{prompt.key}-", dir=self._dir)
+        os.mkdir(f"{task}/tmp")
+        taskdir, tmpdir = Path(task), Path(f"{task}/tmp")
         if prompt.cwd:
             workdir = Path(prompt.cwd)
             if not workdir.is_dir():
                 shutil.rmtree(taskdir, ignore_errors=True)
                 raise SandboxError(f"the row's cwd {prompt.cwd!r} is not a directory on this host (local sandbox)")
         else:
-            workdir = taskdir / "work"
-            workdir.mkdir()
+            os.mkdir(f"{task}/work")
+            workdir = Path(f"{task}/work")
         return LocalSandbox(taskdir, workdir, tmpdir, self)
 
     async def shutdown(self) -> None:
