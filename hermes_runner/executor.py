@@ -71,6 +71,10 @@ class LocalExecutor:
         exhausted = False
         try:
             while True:
+                while self._finished:  # results first: a consumer that stops on one starts nothing more
+                    t = self._finished.popleft()
+                    if not t.cancelled():
+                        yield t.result()
                 while not exhausted and not self._stopping and len(self._tasks) < self.num_workers:
                     item = next(items, None)
                     if item is None:
@@ -79,11 +83,7 @@ class LocalExecutor:
                     task = asyncio.ensure_future(work(item))
                     self._tasks.add(task)
                     task.add_done_callback(self._done)
-                while self._finished:
-                    t = self._finished.popleft()
-                    if not t.cancelled():
-                        yield t.result()
-                if not self._tasks:
+                if not self._tasks and not self._finished:
                     return
                 self._wake.clear()
                 if not self._finished:

@@ -15,6 +15,7 @@ from typing import Protocol
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from hermes_runner import fastjson
 from hermes_runner.chat_http import ChatHttp
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import BrokenStream, ConfigError, EmptyResponse, ModelCallError
@@ -172,7 +173,7 @@ class StreamAccumulator:
         if data == "[DONE]":
             return True
         try:
-            chunk = json.loads(data)
+            chunk = fastjson.loads(data)
         except ValueError:
             raise BrokenStream(f"unreadable stream chunk: {data[:200]}") from None
         if not isinstance(chunk, dict):
@@ -340,12 +341,12 @@ class OpenAIChatModel:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         body.update(self._extra)
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        return fastjson.dumps(body)
 
     async def _post(self, content: bytes) -> Completion:
         """One HTTP call; a streamed reply is added up into the same Completion."""
         if not self.cfg.stream:
-            return parse_completion(json.loads(await self._http.post(content)))
+            return parse_completion(fastjson.loads(await self._http.post(content)))
         acc = StreamAccumulator()
         async with contextlib.aclosing(self._http.events(content)) as events:
             async for data in events:

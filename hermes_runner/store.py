@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hermes_runner import fastjson
+
 log = logging.getLogger(__name__)
 
 LEDGER = "ledger.jsonl"
@@ -167,7 +169,7 @@ class RunStore:
             sizes: dict[str, int] = {}
             for raw in iter_lines(path):
                 try:
-                    rec = json.loads(raw)
+                    rec = fastjson.loads(raw)
                     key, status = rec["key"], rec["status"]
                 except (ValueError, KeyError, TypeError):
                     log.warning("%s: skipping an unreadable record", LEDGER)
