@@ -163,7 +163,7 @@ class LocalSandbox:
         if self._b.keep:
             return
         # A row's own `cwd` is the user's directory: only our task dir is removed.
-        await asyncio.to_thread(shutil.rmtree, self._taskdir, True)
+        self._b.remove_later(self._taskdir)
 
 
 class LocalBackend:
@@ -186,6 +186,7 @@ class LocalBackend:
         root = Path(self.options.root) if self.options.root else default_root()
         self._root = root
         self._dir = root / f"{run_token}-{os.getpid()}"
+        self._removals: set[asyncio.Future] = set()
 
     async def start(self, images: set[str]) -> dict[str, str]:
         if not self.bwrap:
@@ -218,6 +219,14 @@ class LocalBackend:
             workdir = Path(f"{task}/work")
         return LocalSandbox(taskdir, workdir, tmpdir, self)
 
+    def remove_later(self, taskdir: Path) -> None:
+        """Remove a finished prompt's dir in the background: its session need not wait for the disk."""
+        task = asyncio.ensure_future(asyncio.to_thread(shutil.rmtree, taskdir, True))
+        self._removals.add(task)
+        task.add_done_callback(self._removals.discard)
+
     async def shutdown(self) -> None:
+        if self._removals:
+            await asyncio.gather(*self._removals, return_exceptions=True)
         if not self.keep:
             await asyncio.to_thread(shutil.rmtree, self._dir, True)
