@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ToolError
-from hermes_runner.model import ChatModel, Usage
+from hermes_runner.model import ChatModel
 from hermes_runner.tools.registry import Tool, ToolContext, ToolResult
+from hermes_runner.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,8 @@ class AgentSettings:
     ephemeral_system_prompt: str | None = None  # sent, never saved
     prefill_messages: list[dict] = field(default_factory=list)  # sent after the system prompt, never saved
     max_invalid_tool_turns: int = 3  # consecutive turns with only invalid calls before giving up
+    max_tokens: int | None = None  # per-prompt token budget: the conversation stops (partial) when spent
+    max_cost_usd: float | None = None  # per-prompt cost budget, same
     verbose: bool = False
     log_prefix_chars: int = 100
 
@@ -78,6 +81,9 @@ class Agent:
                 if not calls:
                     res.completed, res.stop_reason = True, "final_answer"
                     break
+                if over := self._over_budget(res):
+                    res.partial, res.stop_reason = True, over
+                    break
                 any_valid = False
                 for call in calls:
                     name, result, valid = await self._call(call, offered, ctx)
@@ -96,6 +102,13 @@ class Agent:
         finally:
             res.duration_s = time.monotonic() - started
         return res
+
+    def _over_budget(self, res: SessionResult) -> str | None:
+        if self.s.max_tokens is not None and res.usage.total_tokens >= self.s.max_tokens:
+            return "token_limit"
+        if self.s.max_cost_usd is not None and res.usage.cost_usd >= self.s.max_cost_usd:
+            return "cost_limit"
+        return None
 
     async def _call(self, call: dict, offered: dict[str, Tool], ctx: ToolContext) -> tuple[str, ToolResult, bool]:
         """Run one tool call; invalid calls get an error result back (and count as failures)."""

@@ -18,6 +18,7 @@ from rich.table import Table
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig, RunConfig
 from hermes_runner.errors import ConfigError
+from hermes_runner.report import write_report_quietly
 from hermes_runner.runner import Plan, Run, record_invocation
 
 log = logging.getLogger("hermes_runner")
@@ -75,10 +76,12 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
 
 
 def run_job(dcfg: DictConfig) -> int:
-    """Run one Hydra job; in a single run, exit with 0 (done), 1 (prompts failed), 2 (bad input), 130 (interrupted)."""
+    """Run one Hydra job; in a single run exit with 0 (done), 1 (some prompts failed), 2 (bad input or
+    config), 3 (stopped by a budget), 130 (interrupted)."""
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     code = _run_job(dcfg)
     if multirun:
+        write_report_quietly(HydraConfig.get().sweep.dir)  # the sweep's page, with the jobs done so far
         if code == 2:
             raise RuntimeError("the job did not start; see the error above")
         return code
@@ -108,6 +111,13 @@ def execute_run(
     """Plan, run and finalize one invocation; return (exit code, statistics)."""
     console = console or Console(soft_wrap=True)
     run = Run(cfg, run_dir, overrides)
+    try:
+        return _invocation(run, cfg, run_dir, overrides or [], console)
+    finally:
+        run.store.unlock()
+
+
+def _invocation(run: Run, cfg: RunConfig, run_dir: Path, overrides: list[str], console: Console) -> tuple[int, dict | None]:
     started = time.time()
     try:
         plan = run.prepare()
@@ -116,6 +126,11 @@ def execute_run(
         return 2, None
     print_plan(console, cfg, plan, run_dir)
     if cfg.dry_run:
+        try:
+            console.print(asyncio.run(run.dry_run(plan)), markup=False)
+        except ConfigError as exc:
+            log.error("%s", exc)
+            return 2, None
         console.print("dry_run=true: nothing was run.")
         return 0, None
     error: BaseException | None = None
@@ -128,14 +143,22 @@ def execute_run(
     finally:
         try:
             stats = run.finalize(plan)
-            record_invocation(run_dir, run.invocation, cfg, overrides or [], started, time.time())
+            record_invocation(run_dir, run.invocation, cfg, overrides, started, time.time())
         finally:
             run.restore_signals()
         if error is None:
             print_summary(console, stats, run_dir)
+    if (report := write_report_quietly(run_dir)) is not None:
+        console.print(f"Report:       {report}")
     if error is not None:
         return 2, stats
     if run.interrupted:
         console.print("[yellow]Interrupted.[/] Run the same command again to finish the remaining prompts.")
         return 130, stats
+    if run.budget_stop:
+        console.print(
+            f"[yellow]Stopped by budget[/]: {run.budget_stop}. "
+            "Run the same command with a higher limit to continue."
+        )
+        return 3, stats
     return (1 if stats["prompts"]["failed"] else 0), stats

@@ -7,11 +7,10 @@ before any model call.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
-
-import hashlib
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -74,6 +73,16 @@ class PriceConfig:
 
 
 @dataclass
+class RateLimitConfig:
+    """Client-side limits shared by every session that calls this endpoint."""
+
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    adaptive: bool = True  # lower concurrency on 429 episodes, raise it back while calls succeed
+    min_concurrency: int = 1
+
+
+@dataclass
 class ModelConfig:
     name: str = MISSING  # model id sent to the endpoint
     base_url: str = MISSING
@@ -90,6 +99,7 @@ class ModelConfig:
     default_headers: dict[str, str] = field(default_factory=dict)
     serve: ServeConfig = field(default_factory=ServeConfig)
     price: PriceConfig = field(default_factory=PriceConfig)
+    rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)
 
 
 @dataclass
@@ -130,19 +140,27 @@ class LocalSandboxOptions:
 
 @dataclass
 class DockerSandboxOptions:
-    network_mode: str = "none"
-    mem_limit: str = "1g"
-    nano_cpus: int = 1_000_000_000
+    """One container per prompt; every isolation default can be relaxed here."""
+
+    network_mode: str = "none"  # none | bridge | host | a network name
+    mem_limit: str | None = "1g"
+    memswap_limit: str | None = None  # None: same as mem_limit (no swap)
+    cpus: float = 1.0
     pids_limit: int = 256
-    read_only: bool = True
+    read_only: bool = True  # read-only root; the working dir and `tmpfs` paths stay writable
+    tmpfs: dict[str, str] = field(default_factory=lambda: {"/tmp": "rw,exec,nosuid,nodev,size=512m,mode=1777"})
+    workdir_tmpfs: str = "rw,exec,nosuid,nodev,size=1g"  # mount options of the working dir's tmpfs
     cap_drop: list[str] = field(default_factory=lambda: ["ALL"])
+    cap_add: list[str] = field(default_factory=list)
     security_opt: list[str] = field(default_factory=lambda: ["no-new-privileges"])
-    tmpfs: dict[str, str] = field(default_factory=lambda: {"/tmp": "rw,exec,size=512m"})
-    user: str | None = "auto"  # "auto": a non-root user when the image has one
+    user: str | None = "auto"  # "auto": a non-root user when the image has one; None: the image's default
     init: bool = True
-    pull: bool = False
-    pool_size: int = 0  # pre-started containers kept per image
-    env: dict[str, str] = field(default_factory=dict)
+    runtime: str | None = None  # e.g. runsc (gVisor)
+    volumes: list[str] = field(default_factory=list)  # "host:container[:ro]" binds: state that outlives a prompt
+    env: dict[str, str] = field(default_factory=dict)  # the only variables set in the container
+    pull: bool = False  # pull images missing locally
+    pool_size: int = 2  # containers started ahead per (image, working dir); each serves one prompt
+    max_lifetime_s: int = 86_400  # a container left behind by a killed runner exits after this long
 
 
 @dataclass
@@ -186,6 +204,123 @@ class LimitsConfig:
     timeout_s: float | None = None  # per-prompt wall clock
 
 
+class UnavailablePolicy(str, Enum):
+    """What to do with a toolset whose backend is not configured."""
+
+    drop = "drop"  # leave it out of every prompt, with a warning at start
+    refuse = "refuse"  # do not start the run
+
+
+@dataclass
+class EndpointConfig:
+    """An OpenAI-compatible endpoint a tool calls (vision, image generation, MoA)."""
+
+    model: str | None = None  # model id; null = not configured
+    base_url: str | None = None  # null: the run's own model endpoint (model.base_url and its key)
+    api_key_env: str | None = None  # name of the env var holding the key (used with base_url)
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FetchConfig:
+    """HTTP downloads made by tools (web_extract, image URLs)."""
+
+    timeout_s: float = 20.0  # whole download, redirects included
+    max_bytes: int = 10_000_000  # larger bodies are cut (a cut PDF is an error)
+    max_redirects: int = 5
+    user_agent: str = "Mozilla/5.0 (compatible; hermes-runner/0.1)"
+
+
+@dataclass
+class SearxngConfig:
+    url: str | None = None  # base URL of a SearXNG instance with the JSON format enabled
+    categories: str | None = None  # e.g. "general,news"
+    language: str | None = None  # e.g. "en"
+    safesearch: int | None = None  # 0, 1 or 2
+
+
+@dataclass
+class TavilyConfig:
+    base_url: str = "https://api.tavily.com"
+    api_key_env: str = "TAVILY_API_KEY"  # name of the env var holding the key
+    search_depth: str = "basic"  # basic | advanced
+
+
+@dataclass
+class WebConfig:
+    search_backend: str | None = None  # searxng | tavily | null (web toolset not configured)
+    searxng: SearxngConfig = field(default_factory=SearxngConfig)
+    tavily: TavilyConfig = field(default_factory=TavilyConfig)
+    search_timeout_s: float = 20.0
+    max_urls: int = 5  # URLs per web_extract call
+    char_limit: int = 15_000  # default characters per page (head/tail view beyond)
+    max_char_limit: int = 50_000  # the most a call may ask for per page
+    call_char_budget: int = 90_000  # characters of all pages of one call together
+
+
+@dataclass
+class CodeExecutionConfig:
+    python: str = "python3"  # interpreter inside the sandbox
+    timeout_s: float = 60.0  # default per call
+    max_timeout_s: float = 300.0  # the most a call may ask for
+    max_stderr_chars: int = 10_000
+    max_result_chars: int = 10_000
+
+
+@dataclass
+class VisionConfig:
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    max_image_bytes: int = 20_000_000
+
+
+@dataclass
+class ImageGenConfig:
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    sizes: dict[str, str] = field(
+        default_factory=lambda: {"landscape": "1536x1024", "square": "1024x1024", "portrait": "1024x1536"}
+    )
+    response_format: str | None = "b64_json"  # b64_json | url | null (endpoint default)
+    quality: str | None = None
+    output_dir: str = "generated_images"  # inside the task's working directory
+
+
+@dataclass
+class MoaConfig:
+    reference_models: list[EndpointConfig] = field(default_factory=list)  # asked in parallel
+    aggregator: EndpointConfig = field(default_factory=EndpointConfig)  # combines their answers
+    min_successful: int = 1  # reference answers needed to aggregate
+
+
+@dataclass
+class BrowserConfig:
+    executable: str | None = None  # Chromium binary; null: chromium / chromium-browser / google-chrome on PATH
+    headless: bool = True
+    args: list[str] = field(default_factory=list)  # extra Chromium flags
+    viewport_width: int = 1280
+    viewport_height: int = 800
+    navigation_timeout_s: float = 30.0
+    action_timeout_s: float = 10.0
+    snapshot_max_chars: int = 8_000  # compact snapshot (browser_snapshot full=false)
+    full_snapshot_max_chars: int = 40_000
+
+
+@dataclass
+class ToolsConfig:
+    unavailable: UnavailablePolicy = UnavailablePolicy.drop
+    allow_private_urls: bool = False  # let tools reach loopback/private addresses (local test sites)
+    fetch: FetchConfig = field(default_factory=FetchConfig)
+    web: WebConfig = field(default_factory=WebConfig)
+    code_execution: CodeExecutionConfig = field(default_factory=CodeExecutionConfig)
+    vision: VisionConfig = field(default_factory=VisionConfig)
+    image_gen: ImageGenConfig = field(default_factory=ImageGenConfig)
+    moa: MoaConfig = field(default_factory=MoaConfig)
+    browser: BrowserConfig = field(default_factory=BrowserConfig)
+
+
 @dataclass
 class RunConfig:
     model: ModelConfig = MISSING
@@ -197,6 +332,7 @@ class RunConfig:
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     shard: ShardConfig = field(default_factory=ShardConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
 
     dataset_file: str = MISSING
     run_name: str = MISSING
@@ -244,3 +380,4 @@ def register_configs() -> None:
     cs.store(group="distribution", name="distribution_schema", node=DistributionConfig)
     cs.store(group="sandbox", name="sandbox_schema", node=SandboxConfig)
     cs.store(group="executor", name="executor_schema", node=ExecutorConfig)
+    cs.store(group="tools", name="tools_schema", node=ToolsConfig)

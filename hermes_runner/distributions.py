@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from hermes_runner.config import DistributionConfig
 from hermes_runner.errors import ConfigError
@@ -25,17 +25,19 @@ def validate(dist: DistributionConfig, known_toolsets: Iterable[str]) -> None:
             raise ConfigError(f"distribution {dist.name!r}: probability of {name!r} is {p}, not within 0..100")
 
 
-def sample(dist: DistributionConfig, seed: int, prompt_key: str) -> list[str]:
+def sample(dist: DistributionConfig, seed: int, prompt_key: str, exclude: Collection[str] = ()) -> list[str]:
     """Flip each toolset with its own probability; if none comes up, take the most probable.
 
     The draw depends only on (seed, prompt key), so it is the same on every resume and
-    whatever the order in which prompts run.
+    whatever the order in which prompts run. Toolsets in `exclude` (no backend) are still
+    flipped, so the others draw as they would with them, but never chosen.
     """
     digest = hashlib.blake2b(f"{seed}:{prompt_key}".encode(), digest_size=8).digest()
     rng = random.Random(int.from_bytes(digest, "big"))
-    chosen = [name for name, p in dist.toolsets.items() if rng.random() * 100 < p]
+    chosen = [name for name, p in dist.toolsets.items() if rng.random() * 100 < p and name not in exclude]
     if not chosen:
-        chosen = [max(dist.toolsets, key=lambda n: dist.toolsets[n])]  # first maximum in order
+        left = [n for n in dist.toolsets if n not in exclude]
+        chosen = [max(left, key=lambda n: dist.toolsets[n])] if left else []  # first maximum in order
     return chosen
 
 

@@ -8,7 +8,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
@@ -20,32 +20,11 @@ from hermes_runner.chat_http import ChatHttp
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import BrokenStream, ConfigError, EmptyResponse, ModelCallError
 from hermes_runner.reasoning import split_reasoning
+from hermes_runner.usage import Usage, fill_cost
 
 log = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = {408, 409, 429}
-
-
-@dataclass(slots=True)
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    reasoning_tokens: int = 0
-    total_tokens: int = 0
-    cost_usd: float = 0.0
-
-    def add(self, other: Usage) -> None:
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-    def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> Usage:
-        d = d or {}
-        return cls(**{f.name: d.get(f.name, 0) for f in fields(cls)})
 
 
 @dataclass(slots=True)
@@ -322,15 +301,31 @@ class OpenAIChatModel:
     ):
         self.cfg = model
         self._params, self._extra = request_extras(model, provider, reasoning, max_tokens)
-        # One shared keep-alive pool for every session; no retries below tenacity's.
+        # One shared keep-alive pool for every chat call; no retries below tenacity's.
+        self._base_url = base_url or model.base_url
+        self._api_key = resolve_api_key(model)
         self._http = ChatHttp(
-            base_url or model.base_url,
-            resolve_api_key(model),
+            self._base_url,
+            self._api_key,
             dict(model.default_headers or {}),
             model.timeout_s,
             pool_size=pool_size + 16,
         )
-        self.hooks: list = []  # objects with optional before_call()/after_call(exc, completion)
+        self._client: openai.AsyncOpenAI | None = None
+        self.hooks: list = []  # e.g. a rate limiter: `await before_call(estimated_tokens)`, `after_call(exc, completion)`
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client for other calls to the endpoint (e.g. listing models); chat calls use the pool above."""
+        if self._client is None:
+            self._client = openai.AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self._base_url,
+                max_retries=0,
+                timeout=self.cfg.timeout_s,
+                default_headers=dict(self.cfg.default_headers or {}) or None,
+            )
+        return self._client
 
     def request_body(self, messages: list[dict], tools: list[dict]) -> bytes:
         """The JSON body of one chat-completions call (extra_body last, so it wins, as in the SDK)."""
@@ -357,6 +352,7 @@ class OpenAIChatModel:
     async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
         content = self.request_body(messages, tools)
         retries = -1
+        estimate = sum(len(str(m.get("content") or "")) for m in messages) / 4 + 1
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.cfg.max_retries + 1),
             wait=RetryAfterWait(self.cfg.retry_initial_wait_s, self.cfg.retry_max_wait_s),
@@ -369,7 +365,7 @@ class OpenAIChatModel:
                 with attempt:
                     retries += 1
                     for h in self.hooks:
-                        await h.before_call()
+                        await h.before_call(estimate)
                     try:
                         completion = await self._post(content)
                     except BaseException as exc:
@@ -383,6 +379,7 @@ class OpenAIChatModel:
         except (openai.APIConnectionError, EmptyResponse, BrokenStream) as exc:
             raise ModelCallError(_describe(exc, retries)) from exc
         completion.retries = retries
+        fill_cost(completion.usage, self.cfg.price)
         return completion
 
     @staticmethod
@@ -393,6 +390,8 @@ class OpenAIChatModel:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        if self._client is not None:
+            await self._client.close()
 
 
 def _short(exc: BaseException | None) -> str:

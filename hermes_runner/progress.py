@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from hermes_runner.logs import console as default_console
-from hermes_runner.model import Usage
+from hermes_runner.usage import Usage
 
 
 class RunProgress:
-    def __init__(self, run_name: str, total: int, enabled: bool = True, console: Console | None = None):
+    def __init__(
+        self,
+        run_name: str,
+        total: int,
+        enabled: bool = True,
+        console: Console | None = None,
+        status: Callable[[], str] | None = None,
+    ):
         self.enabled = enabled
+        self.total = total
+        self.status = status  # extra live status (retries, throttling)
+        self.started = time.monotonic()
         self.ok = self.discarded = self.failed = 0
         self.usage = Usage()
-        self.notes = ""
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -30,13 +42,17 @@ class RunProgress:
         self._task = self._progress.add_task(run_name, total=total, counts=self._counts(0))
 
     def _counts(self, in_flight: int) -> str:
+        done = self.ok + self.discarded + self.failed
+        rate = self.usage.total_tokens / max(1e-9, time.monotonic() - self.started)
         text = (
             f"[green]ok {self.ok}[/] [yellow]discarded {self.discarded}[/] [red]failed {self.failed}[/] "
-            f"in flight {in_flight} tokens {self.usage.total_tokens:,}"
+            f"in flight {in_flight} | {self.usage.total_tokens:,} tok ({rate:,.0f}/s)"
         )
         if self.usage.cost_usd:
-            text += f" ${self.usage.cost_usd:.4f}"
-        return text + (f" {self.notes}" if self.notes else "")
+            projected = self.usage.cost_usd / done * self.total if done else 0.0
+            text += f" ${self.usage.cost_usd:.4f} (projected ${projected:.4f})"
+        extra = self.status() if self.status else ""
+        return text + (f" [magenta]{extra}[/]" if extra else "")
 
     def __enter__(self) -> RunProgress:
         self._progress.start()

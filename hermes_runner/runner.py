@@ -13,24 +13,36 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from hermes_runner import distributions, sharegpt
+from hermes_runner import distributions, estimate, sharegpt
+from hermes_runner import services as tool_services
 from hermes_runner.agent import AgentSettings, SessionResult
+from hermes_runner.budget import RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
 from hermes_runner.dataset import Prompt, Rejected, read_prompts
 from hermes_runner.errors import ConfigError
 from hermes_runner.executor import Executor, LocalExecutor
 from hermes_runner.model import OpenAIChatModel
 from hermes_runner.progress import RunProgress
+from hermes_runner.ratelimit import EndpointLimiter
 from hermes_runner.sandbox import make_backend
 from hermes_runner.serve import serving
 from hermes_runner.session import Failure, Outcome, SessionRunner
 from hermes_runner.stats import RunStats
-from hermes_runner.store import LedgerState, Ref, RunStore, atomic_write, atomic_write_json, dumps_line, with_prompt_index
+from hermes_runner.store import (
+    LedgerState,
+    Ref,
+    RunDirBusy,
+    RunStore,
+    atomic_write,
+    atomic_write_json,
+    dumps_line,
+    with_prompt_index,
+)
 from hermes_runner.tools.registry import tool_names, toolset_names
 
 log = logging.getLogger(__name__)
@@ -56,6 +68,8 @@ def data_config(cfg: RunConfig) -> dict:
         out[key] = OmegaConf.to_container(value, resolve=True, enum_to_str=True) if OmegaConf.is_config(value) else (
             value.value if hasattr(value, "value") else value
         )
+    # Toolsets dropped for want of a backend change what prompts are offered.
+    out["toolsets_unavailable"] = sorted(tool_services.unavailable(cfg)) or None
     return out
 
 
@@ -63,8 +77,8 @@ def _diff(old: dict, new: dict) -> list[str]:
     return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if old.get(k) != new.get(k)]
 
 
-def open_run(cfg: RunConfig, run_dir: Path) -> int:
-    """Check resume rules against the manifest; return this invocation's number."""
+def open_run(cfg: RunConfig, run_dir: Path, create: bool = True) -> int:
+    """Check resume rules against the manifest (written by the first real run); return the invocation number."""
     manifest = run_dir / MANIFEST
     current = data_config(cfg)
     if manifest.exists():
@@ -83,7 +97,7 @@ def open_run(cfg: RunConfig, run_dir: Path) -> int:
             )
         if changes:
             log.warning("force_resume: continuing with changed settings: %s", "; ".join(changes))
-    else:
+    elif create:
         atomic_write_json(
             manifest,
             {"run_name": cfg.run_name, "created": _now(), "data_config": current},
@@ -94,14 +108,14 @@ def open_run(cfg: RunConfig, run_dir: Path) -> int:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def record_invocation(run_dir: Path, n: int, cfg: RunConfig, overrides: list[str], started: float, ended: float | None) -> None:
     entry = {
         "invocation": n,
-        "started": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
-        "ended": datetime.fromtimestamp(ended, timezone.utc).isoformat(timespec="seconds") if ended else None,
+        "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+        "ended": datetime.fromtimestamp(ended, UTC).isoformat(timespec="seconds") if ended else None,
         "duration_s": round(ended - started, 3) if ended else None,
         "pid": os.getpid(),
         "argv": sys.argv[1:],
@@ -244,10 +258,12 @@ class Run:
         self.started = time.time()
         self.interrupted = False
         self.budget_stop: str | None = None
+        self.limiter: EndpointLimiter | None = None
         self.executor: Executor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.progress: RunProgress | None = None
         self.batch_left: Counter = Counter()
+        self.toolsets_dropped: dict[str, str] = {}  # toolset -> missing backend
 
     # -- setup -----------------------------------------------------------------------
 
@@ -262,14 +278,37 @@ class Run:
         if not 0 <= cfg.shard.index < cfg.shard.count:
             raise ConfigError(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
         distributions.validate(cfg.distribution, toolset_names())
+        self.toolsets_dropped = tool_services.check_toolsets(cfg)
         self.prefill = load_prefill(cfg.prefill_messages_file)
-        self.invocation = open_run(cfg, self.dir)
+        try:
+            self.store.lock()
+        except RunDirBusy as exc:
+            raise ConfigError(f"{exc}: one run directory takes one runner at a time") from None
+        self.invocation = open_run(cfg, self.dir, create=not cfg.dry_run)
         self.state = self.store.load(on_record=self.stats.add)
         plan = make_plan(cfg, self.state, self.dir)
         self.plan_index = plan.current_index
         return plan
 
     # -- execution ---------------------------------------------------------------------
+
+    async def dry_run(self, plan: Plan) -> str:
+        """Check images, endpoint and model with one probe; estimate what the run will cost."""
+        cfg, lines = self.cfg, []
+        async with serving(cfg.model, self.dir) as served_url:
+            backend = make_backend(cfg.sandbox, cfg.run_name, str(self.dir))
+            unavailable = await backend.start(set(plan.images))
+            await backend.shutdown()
+            for image, reason in unavailable.items():
+                lines.append(f"image {image} unavailable ({plan.images[image]} prompts would fail): {reason}")
+            model = OpenAIChatModel(cfg.model, cfg.provider, cfg.reasoning, cfg.max_tokens, base_url=served_url)
+            try:
+                lines.append(await estimate.probe(model))
+            finally:
+                await model.aclose()
+        chars = sum(len(p.prompt) for p, _ in pending(cfg, self.state, 0))
+        lines.append(estimate.describe(estimate.estimate(cfg, chars, plan.to_run, self.stats)))
+        return "\n".join(lines)
 
     async def execute(self, plan: Plan) -> None:
         cfg = self.cfg
@@ -281,27 +320,36 @@ class Run:
             model = OpenAIChatModel(
                 cfg.model, cfg.provider, cfg.reasoning, cfg.max_tokens, pool_size=cfg.num_workers, base_url=served_url
             )
+            self.limiter = EndpointLimiter(cfg.model.rate_limit, cfg.num_workers)
+            self.budget = RunBudget(cfg.limits, self.stats.usage, self._budget_exhausted)
+            model.hooks += [self.limiter, self.budget]
             settings = AgentSettings(
                 max_turns=cfg.max_turns,
                 system_prompt=cfg.system_prompt,
                 ephemeral_system_prompt=cfg.ephemeral_system_prompt,
                 prefill_messages=self.prefill,
                 max_invalid_tool_turns=cfg.max_invalid_tool_turns,
+                max_tokens=cfg.limits.prompt_max_tokens,
+                max_cost_usd=cfg.limits.prompt_max_cost_usd,
                 verbose=cfg.verbose,
                 log_prefix_chars=cfg.log_prefix_chars,
             )
-            runner = SessionRunner(cfg, model, backend, settings, unavailable)
+            dropped = self.toolsets_dropped
+            services = tool_services.ToolServices(cfg, set(tool_services.drawable(cfg)) - set(dropped), served_url)
+            runner = SessionRunner(cfg, model, backend, settings, unavailable, services.by_toolset, dropped)
             try:
                 await self._drive(plan, runner)
             finally:
                 await model.aclose()
+                await services.aclose()
                 await backend.shutdown()
 
     async def _drive(self, plan: Plan, runner: SessionRunner) -> None:
         cfg = self.cfg
-        if self.interrupted:
+        if self.interrupted or self.budget_stop:
             return
         self.executor = executor = LocalExecutor(cfg.num_workers)
+        self.limiter.on_concurrency = executor.set_limit
         first_batch = self.state.next_batch
         for n in range(plan.to_run):
             self.batch_left[first_batch + n // cfg.batch_size] += 1
@@ -314,7 +362,7 @@ class Run:
 
         self._loop = asyncio.get_running_loop()
         syncer = asyncio.ensure_future(self._sync_loop())
-        self.progress = RunProgress(cfg.run_name, plan.to_run, enabled=cfg.progress)
+        self.progress = RunProgress(cfg.run_name, plan.to_run, enabled=cfg.progress, status=self.limiter.describe)
         try:
             with self.progress:
                 async for outcome in executor.map_unordered(runner, items()):
@@ -358,10 +406,20 @@ class Run:
         if self.progress:
             self.progress.advance(status, outcome.usage, self.executor.in_flight if self.executor else 0)
 
+    def _budget_exhausted(self, reason: str) -> None:
+        """No new prompt starts; in-flight prompts finish."""
+        if not self.budget_stop:
+            self.budget_stop = reason
+            log.warning("budget: %s; no new prompt starts, in-flight prompts finish", reason)
+        if self.executor:
+            self.executor.stop()
+
     async def _sync_loop(self) -> None:
         last_ckpt = time.monotonic()
         while True:
             await asyncio.sleep(self.cfg.fsync_interval_s)
+            if self.progress and self.executor:
+                self.progress.refresh(self.executor.in_flight)
             await asyncio.to_thread(self.store.sync)
             if time.monotonic() - last_ckpt > CHECKPOINT_EVERY_S:
                 last_ckpt = time.monotonic()
@@ -465,11 +523,13 @@ class Run:
             "reasoning_statistics": s.reasoning_statistics(),
             "reasoning_statistics_kept": s.reasoning_statistics(kept_only=True),
             "toolsets_sampled": dict(s.toolsets_sampled),
+            "toolsets_unavailable": self.toolsets_dropped,
             "usage": s.usage.as_dict(),
             "api_calls": s.api_calls,
             "retries": s.retries,
             "prompt_seconds": round(s.prompt_seconds, 3),
             "invocations": self.invocation + 1,
+            "stopped_by_budget": self.budget_stop,
         }
         atomic_write_json(self.dir / "statistics.json", stats)
         return stats

@@ -11,7 +11,12 @@ The reply to each chat-completions request depends on the conversation so far:
   for the first attempts of that step; with ``"midstream": true`` (streaming requests) the
   reply starts as 200 and breaks off after a few chunks, with an error event or, with
   ``"cut": true``, by closing the connection.
-* Without a script: call ``terminal`` once (when offered) with ``echo``, then answer.
+* Without a script: call ``terminal`` once (when offered) with ``echo``, then answer. A last
+  user message with images (``image_url`` data URLs) is answered with what they are: type,
+  size in pixels, bytes and sha256 prefix, so vision tools can be checked end to end.
+
+``POST /v1/images/generations`` returns a solid-colour PNG of the requested size (colour
+from the prompt's hash), as ``b64_json`` or as a ``url`` served by this server.
 
 A request with ``"stream": true`` gets the same reply as server-sent events in the OpenAI
 chunk format: text fields split into ``chunk_chars`` pieces, tool calls as indexed deltas
@@ -26,11 +31,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import hashlib
 import itertools
 import json
+import struct
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +71,37 @@ def turn_of(body: dict) -> int:
     return sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
 
 
+def png_bytes(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A solid-colour RGB PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    raw = (b"\x00" + bytes(rgb) * width) * height
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def describe_image(data: bytes) -> str:
+    """What the server 'sees' in an image: type, pixel size (PNG), bytes and sha256 prefix."""
+    digest = hashlib.sha256(data).hexdigest()[:12]
+    if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
+        w, h = struct.unpack(">II", data[16:24])
+        return f"image/png {w}x{h} ({len(data)} bytes, sha256 {digest})"
+    return f"image ({len(data)} bytes, sha256 {digest})"
+
+
+def images_in_last_user(body: dict) -> list[bytes]:
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    out = []
+    for part in content if isinstance(content, list) else []:
+        url = (part.get("image_url") or {}).get("url", "") if part.get("type") == "image_url" else ""
+        if url.startswith("data:") and "," in url:
+            out.append(base64.b64decode(url.split(",", 1)[1]))
+    return out
+
+
 def parse_script(prompt: str) -> list[dict] | None:
     for line in prompt.splitlines():
         if line.startswith("#script "):
@@ -80,6 +119,7 @@ class ScriptedServer:
         self.port = port
         self.record = record
         self.handler: Handler | None = None  # a test may take over replies entirely
+        self.models = ["scripted"]  # ids listed by GET /v1/models
         self.requests: list[Seen] = []
         self.attempts: Counter = Counter()
         self.in_flight = 0
@@ -89,6 +129,7 @@ class ScriptedServer:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self.files: dict[str, bytes] = {}  # generated images served as URLs
 
     @property
     def url(self) -> str:
@@ -100,6 +141,8 @@ class ScriptedServer:
         app = web.Application(client_max_size=64 * 1024**2)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/images/generations", self._images)
+        app.router.add_get("/v1/files/{name}", self._file)
         return app
 
     async def start_async(self) -> None:
@@ -141,6 +184,7 @@ class ScriptedServer:
             self.attempts.clear()
             self.handler = None
             self.max_in_flight = 0
+            self.models = ["scripted"]
 
     def calls_for(self, text: str) -> list[Seen]:
         """Requests whose first user message contains `text`."""
@@ -149,7 +193,34 @@ class ScriptedServer:
     # -- HTTP -----------------------------------------------------------------------
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+        return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
+
+    async def _images(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        prompt = str(body.get("prompt") or "")
+        if self.record:
+            with self._lock:
+                self.requests.append(Seen(body, dict(request.headers), prompt, 0))
+        try:
+            w, h = (int(x) for x in str(body.get("size") or "64x64").split("x"))
+        except ValueError:
+            return web.json_response({"error": {"message": f"bad size {body.get('size')!r}"}}, status=400)
+        rgb = tuple(hashlib.sha256(prompt.encode()).digest()[:3])
+        data = png_bytes(w, h, rgb)
+        if body.get("response_format") == "url":
+            name = f"img-{next(self._ids)}.png"
+            self.files[name] = data
+            item = {"url": f"http://{self.host}:{self.port}/v1/files/{name}"}
+        else:
+            item = {"b64_json": base64.b64encode(data).decode()}
+        item["revised_prompt"] = prompt
+        return web.json_response({"created": int(time.time()), "data": [item]})
+
+    async def _file(self, request: web.Request) -> web.Response:
+        data = self.files.get(request.match_info["name"])
+        if data is None:
+            return web.json_response({"error": {"message": "no such file"}}, status=404)
+        return web.Response(body=data, content_type="image/png")
 
     async def _chat(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -236,6 +307,10 @@ class ScriptedServer:
 
     @staticmethod
     def _default_step(body: dict, turn: int) -> dict:
+        images = images_in_last_user(body)
+        if images:
+            seen = "; ".join(describe_image(d) for d in images)
+            return {"reasoning": "I looked at the image.", "content": f"I see {len(images)} image(s): {seen}"}
         offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
         if turn == 0 and "terminal" in offered:
             return {
@@ -295,7 +370,6 @@ class ScriptedServer:
             ],
             "usage": usage,
         }
-
 
     def chunks(self, completion: dict, include_usage: bool) -> list[dict]:
         """A chat completion as the OpenAI streaming chunks that add up to it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from hermes_runner import distributions
@@ -12,9 +13,10 @@ from hermes_runner.agent import Agent, AgentSettings, SessionResult
 from hermes_runner.config import RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import PromptTimeout
-from hermes_runner.model import ChatModel, Usage
+from hermes_runner.model import ChatModel
 from hermes_runner.sandbox.base import SandboxBackend
 from hermes_runner.tools.registry import ToolContext, tools_for
+from hermes_runner.usage import Usage
 
 
 @dataclass
@@ -44,16 +46,18 @@ class SessionRunner:
         settings: AgentSettings,
         unavailable_images: dict[str, str] | None = None,
         services: dict | None = None,
+        unavailable_toolsets: Collection[str] = (),
     ):
         self.cfg = cfg
         self.agent = Agent(model, settings)
         self.backend = backend
         self.unavailable = unavailable_images or {}
         self.services = services or {}
+        self.unavailable_toolsets = frozenset(unavailable_toolsets)  # dropped: never offered
 
     async def __call__(self, prompt: Prompt) -> Outcome:
         started = time.monotonic()
-        toolsets = distributions.sample(self.cfg.distribution, self.cfg.seed, prompt.key)
+        toolsets = distributions.sample(self.cfg.distribution, self.cfg.seed, prompt.key, self.unavailable_toolsets)
         res = SessionResult(prompt, tools_for(toolsets), toolsets)
         try:
             async with asyncio.timeout(self.cfg.limits.timeout_s):
@@ -70,16 +74,16 @@ class SessionRunner:
         if image and image in self.unavailable:
             raise ImageUnavailable(f"image {image!r} is not available: {self.unavailable[image]}")
         sandbox = await self.backend.create(prompt)
+        ctx = ToolContext(
+            sandbox,
+            command_timeout_s=self.cfg.sandbox.command_timeout_s,
+            max_output_chars=self.cfg.sandbox.max_output_chars,
+            services=self.services,
+        )
         try:
-            ctx = ToolContext(
-                sandbox,
-                command_timeout_s=self.cfg.sandbox.command_timeout_s,
-                max_output_chars=self.cfg.sandbox.max_output_chars,
-                services=self.services,
-            )
             return await self.agent.run(res, ctx)
         finally:
-            await asyncio.shield(sandbox.close())
+            await asyncio.shield(_close_task(ctx, sandbox))
 
     @staticmethod
     def _failure(res: SessionResult, err: BaseException, started: float, cause: BaseException) -> Failure:
@@ -94,6 +98,14 @@ class SessionRunner:
             retries=res.retries,
             duration_s=time.monotonic() - started,
         )
+
+
+async def _close_task(ctx: ToolContext, sandbox) -> None:
+    """Task-scoped tool state first (e.g. its browser context), then the sandbox."""
+    try:
+        await ctx.aclose()
+    finally:
+        await sandbox.close()
 
 
 class ImageUnavailable(Exception):

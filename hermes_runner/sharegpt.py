@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hermes_runner.agent import SessionResult
 from hermes_runner.tools.registry import Tool
@@ -118,7 +118,7 @@ def entry(result: SessionResult, *, batch_num: int, model: str, tool_names: list
         "conversations": conversations(result, system_prompt),
         "metadata": {
             "batch_num": batch_num,
-            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
             "model": model,
             "prompt_key": p.key,
             "image": p.image,

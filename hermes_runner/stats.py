@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, fields
 
-from hermes_runner.model import Usage
+from hermes_runner.usage import Usage
 
 
 USAGE_FIELDS = tuple(f.name for f in fields(Usage))

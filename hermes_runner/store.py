@@ -9,6 +9,7 @@ Every prompt that ends gets one terminal record in `ledger.jsonl` (ok / discarde
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -142,12 +143,17 @@ class LedgerState:
     next_batch: int = 0
 
 
+class RunDirBusy(Exception):
+    """Another live process holds the run directory."""
+
+
 class RunStore:
     """Single writer of a run directory."""
 
     def __init__(self, run_dir: Path):
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = -1
         self._batches: dict[int, AppendLog] = {}
         self._closing: list[AppendLog] = []  # finished batch files, fsynced and closed by the next sync
         self._ledger: AppendLog | None = None
@@ -156,16 +162,36 @@ class RunStore:
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()  # one sync at a time (the background one and the final one)
 
+    def lock(self) -> None:
+        """Take the run directory for this process (released when the process ends, even by kill -9)."""
+        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunDirBusy(f"{self.dir} is in use by {holder}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
     # -- loading -------------------------------------------------------------------
 
-    def load(self, on_record: Callable[[dict], None] | None = None) -> LedgerState:
-        """Read the ledger (repairing a torn tail); call `on_record` for every record kept."""
+    def load(self, on_record: Callable[[dict], None] | None = None, repair: bool = True) -> LedgerState:
+        """Read the ledger (repairing a torn tail unless `repair` is false, e.g. for a reader of
+        a live run); call `on_record` for every record kept."""
         state = LedgerState()
         path = self.dir / LEDGER
         existing = [int(m.group(1)) for p in self.dir.glob("batch_*.jsonl") if (m := BATCH_RE.match(p.name))]
         state.next_batch = max(existing, default=-1) + 1
         if path.exists():
-            AppendLog(path).close()  # repair only
+            if repair:
+                AppendLog(path).close()  # repair only
             sizes: dict[str, int] = {}
             for raw in iter_lines(path):
                 try:

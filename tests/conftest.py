@@ -101,3 +101,24 @@ def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 300, env: dict | None
         timeout=timeout,
         env={**os.environ, "HYDRA_FULL_ERROR": "0", **(env or {})},
     )
+
+
+# -- toolset tests: a local web site and a config with every toolset configured against local services --
+
+
+@pytest.fixture(scope="module")
+def local_site():
+    """A real local web site (pages, PDF, images, search endpoints), see tests/local_site.py."""
+    from local_site import LocalSite
+
+    site = LocalSite().start()
+    yield site
+    site.stop()
+
+
+@pytest.fixture
+def tools_cfg(server: ScriptedServer, local_site, tmp_path: Path) -> Callable[..., RunConfig]:
+    """`tools_cfg(*overrides)`: a RunConfig with all toolsets configured (tests/tool_harness.py)."""
+    from tool_harness import make_tools_cfg
+
+    return lambda *o: make_tools_cfg(server, local_site, tmp_path, *o)

@@ -8,8 +8,9 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
-from conftest import base_overrides, compose_cfg, read_jsonl, run_cli, write_jsonl
 from hermes_runner.config import Effort, ProviderSort
+
+from conftest import base_overrides, compose_cfg, read_jsonl, run_cli, write_jsonl
 
 
 def test_cli_end_to_end_writes_every_output(server, tmp_path):

@@ -53,7 +53,7 @@ def test_kill_minus_9_at_random_points_then_resume_exactly_once(server, tmp_path
     args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4", "batch_size=5")
     log = tmp_path / "cli.log"
     kills = 0
-    for attempt in range(30):
+    for _ in range(30):
         proc = start(args, log)
         if kills < 12:
             time.sleep(rng.uniform(1.0, 3.0))

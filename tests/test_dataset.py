@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from conftest import read_jsonl, run_inprocess, write_jsonl
 from hermes_runner.dataset import read_prompts
 from hermes_runner.errors import ConfigError
+
+from conftest import read_jsonl, run_inprocess, write_jsonl
 
 ROWS = [
     {"prompt": "first", "id": 1},

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from conftest import read_jsonl, run_inprocess, script, write_jsonl
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig
+from hermes_runner.tools.registry import tool_names, tools_for
+
+from conftest import read_jsonl, run_inprocess, script, write_jsonl
 
 VARIED = [
     lambda i: f"default {i}",
@@ -52,13 +54,13 @@ def test_200_prompts_16_workers_one_schema_and_hf_loadable(make_cfg, tmp_path, r
 
     loaded = datasets.load_dataset("json", data_files=str(run_dir / "trajectories.jsonl"), split="train")
     assert loaded.num_rows == 200
-    assert set(loaded.features["tool_stats"]) == {"patch", "read_file", "search_files", "terminal", "write_file"}
+    assert set(loaded.features["tool_stats"]) == set(tool_names())  # every registered tool, in every row
     assert loaded[2]["tool_stats"]["write_file"]["count"] == 1
 
 
 def test_a_slow_prompt_does_not_hold_up_the_others(make_cfg, tmp_path, run_dir, server):
-    slow = script({"content": "slow", "reasoning": "r", "sleep": 1.5}, text="slow one")
-    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": slow}] + [{"prompt": f"fast {i}"} for i in range(30)])
+    slow = script({"content": "slow", "reasoning": "r", "sleep": 6}, text="slow one")
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": slow}] + [{"prompt": f"fast {i}"} for i in range(12)])
     run_inprocess(make_cfg("num_workers=4", "batch_size=2", dataset=ds), run_dir)
     order = [r["index"] for r in read_jsonl(run_dir / "ledger.jsonl")]
     assert order[-1] == 0  # everything else finished while the slow prompt was in flight
@@ -81,11 +83,11 @@ def test_toolsets_used_are_recorded_and_offered(make_cfg, tmp_path, run_dir, ser
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}"} for i in range(30)])
     run_inprocess(make_cfg("distribution=balanced", dataset=ds), run_dir)
     entries = read_jsonl(run_dir / "trajectories.jsonl")
-    assert {tuple(e["toolsets_used"]) for e in entries} == {("terminal",), ("file",), ("terminal", "file")}
+    assert len({tuple(e["toolsets_used"]) for e in entries}) >= 4  # independent draws per toolset
     for e in entries:
         offered = json.loads(e["conversations"][0]["value"].split("<tools>\n")[1].split("\n</tools>")[0])
-        has_terminal = any(t["name"] == "terminal" for t in offered)
-        assert has_terminal == ("terminal" in e["toolsets_used"])
+        expected = {t.name for t in tools_for(e["toolsets_used"])}
+        assert {t["name"] for t in offered} == expected  # the model had exactly the sampled toolsets
 
 
 def test_no_reasoning_filter_is_switchable(make_cfg, tmp_path, run_dir, server):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -158,3 +159,17 @@ def test_multiset_of_outputs_matches_dataset(make_cfg, tmp_path, run_dir, server
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     run_inprocess(make_cfg("num_workers=3", dataset=ds), run_dir)
     assert Counter(prompts_of(run_dir / "trajectories.jsonl")) == Counter(r["prompt"] for r in rows)
+
+
+def test_one_run_directory_takes_one_runner_at_a_time(make_cfg, tmp_path, run_dir, server, caplog):
+    from hermes_runner.store import RunStore
+
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "a"}])
+    holder = RunStore(run_dir)
+    holder.lock()
+    try:
+        code, _ = run_inprocess(make_cfg(dataset=ds), run_dir)
+        assert code == 2 and f"pid {os.getpid()}" in caplog.text and server.requests == []
+    finally:
+        holder.unlock()
+    assert run_inprocess(make_cfg(dataset=ds), run_dir)[0] == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from conftest import base_overrides, read_jsonl, run_cli, write_jsonl
@@ -25,7 +26,7 @@ def test_sweep_reruns_finish_only_what_is_missing(server, tmp_path):
     assert Counter(r.body["model"] for r in server.requests) == {"gamma": 6}
     jobs = {p.name: p for p in sweep_dir.iterdir() if p.is_dir()}
     assert len(jobs) == 3
-    for name, path in jobs.items():
-        model = name.split("model.name=")[1].split(",")[0]
+    for path in jobs.values():
+        model = json.loads((path / "run.json").read_text())["data_config"]["model.name"]
         entries = read_jsonl(path / "trajectories.jsonl")
         assert len(entries) == 3 and {e["metadata"]["model"] for e in entries} == {model}

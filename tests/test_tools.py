@@ -57,7 +57,11 @@ def box(tmp_path):
 
 
 def test_registry_is_the_single_list_of_tools():
-    assert tool_names() == ["patch", "read_file", "search_files", "terminal", "write_file"]
+    names = tool_names()
+    assert names == sorted(set(names)) and {"terminal", "read_file", "write_file", "patch", "search_files"} <= set(names)
+    assert {t.name for ts in ("terminal", "file") for t in tools_for([ts])} == {
+        "terminal", "read_file", "write_file", "patch", "search_files"
+    }
     assert [t.name for t in tools_for(["terminal"])] == ["terminal"]
     for t in all_tools().values():
         assert t.openai_schema()["function"]["parameters"]["type"] == "object"

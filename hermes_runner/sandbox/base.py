@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -43,6 +44,49 @@ class SandboxBackend(Protocol):
     async def create(self, prompt: Prompt) -> Sandbox: ...
 
     async def shutdown(self) -> None: ...
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class OutputCap:
+    """Keeps at most `limit` bytes of a stream of any length: 40% head, 60% tail."""
+
+    def __init__(self, limit: int):
+        self.head_max = max(1, int(limit * 0.4))
+        self.tail_max = max(1, limit - self.head_max)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_max - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.tail_max * 2:
+                del self.tail[: len(self.tail) - self.tail_max]
+
+    def text(self) -> str:
+        if self.total <= self.head_max + self.tail_max:
+            return (bytes(self.head) + bytes(self.tail)).decode(errors="replace")
+        dropped = self.total - len(self.head) - min(len(self.tail), self.tail_max)
+        return (
+            bytes(self.head).decode(errors="replace")
+            + f"\n\n... [{dropped} bytes truncated] ...\n\n"
+            + bytes(self.tail[-self.tail_max :]).decode(errors="replace")
+        )
 
 
 def truncate_middle(text: str, limit: int) -> str:

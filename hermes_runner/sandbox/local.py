@@ -19,7 +19,7 @@ from pathlib import Path
 from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError, ToolError
-from hermes_runner.sandbox.base import SAFE_ENV_KEYS, ExecResult
+from hermes_runner.sandbox.base import SAFE_ENV_KEYS, ExecResult, OutputCap, pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -31,41 +31,12 @@ def default_root() -> Path:
     return Path(base) / "hermes-runner" / "sandboxes"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 async def read_capped(stream: asyncio.StreamReader, limit: int) -> str:
     """Read a stream to its end, keeping at most `limit` chars (head and tail)."""
-    head_max = max(1, int(limit * 0.4))
-    tail_max = max(1, limit - head_max)
-    head = bytearray()
-    tail = bytearray()
-    total = 0
+    cap = OutputCap(limit)
     while chunk := await stream.read(READ_CHUNK):
-        total += len(chunk)
-        room = head_max - len(head)
-        if room > 0:
-            head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            tail += chunk
-            if len(tail) > tail_max * 2:
-                del tail[: len(tail) - tail_max]
-    if total <= head_max + tail_max:
-        return (bytes(head) + bytes(tail)).decode(errors="replace")
-    dropped = total - len(head) - min(len(tail), tail_max)
-    return (
-        bytes(head).decode(errors="replace")
-        + f"\n\n... [{dropped} bytes truncated] ...\n\n"
-        + bytes(tail[-tail_max:]).decode(errors="replace")
-    )
+        cap.feed(chunk)
+    return cap.text()
 
 
 class LocalSandbox:
@@ -202,7 +173,7 @@ class LocalBackend:
         """Remove task dirs left by runners that were killed."""
         for d in self._root.iterdir():
             pid = d.name.rsplit("-", 1)[-1]
-            if d != self._dir and pid.isdigit() and not _pid_alive(int(pid)) and not self.keep:
+            if d != self._dir and pid.isdigit() and not pid_alive(int(pid)) and not self.keep:
                 shutil.rmtree(d, ignore_errors=True)
 
     async def create(self, prompt: Prompt) -> LocalSandbox:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hermes_runner.errors import ConfigError
+from hermes_runner.errors import ConfigError, ToolError
 
 if TYPE_CHECKING:
     from hermes_runner.sandbox.base import Sandbox
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -20,7 +23,29 @@ class ToolContext:
     sandbox: Sandbox
     command_timeout_s: float = 180.0
     max_output_chars: int = 50_000
-    services: dict[str, Any] = field(default_factory=dict)  # backends of optional toolsets
+    services: dict[str, Any] = field(default_factory=dict)  # backends of optional toolsets, by toolset
+    state: dict[str, Any] = field(default_factory=dict)  # per-task state of tools (e.g. the browser page)
+    _cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    def service(self, toolset: str) -> Any:
+        """The backend of `toolset`; a ToolError if this run has none."""
+        svc = self.services.get(toolset)
+        if svc is None:
+            raise ToolError(f"the {toolset} toolset is not configured for this run")
+        return svc
+
+    def on_close(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run `fn` when the task ends (last registered runs first)."""
+        self._cleanups.append(fn)
+
+    async def aclose(self) -> None:
+        """End the task's tool state; a failing cleanup is logged, the others still run."""
+        while self._cleanups:
+            fn = self._cleanups.pop()
+            try:
+                await fn()
+            except Exception:  # cleanup must not hide the prompt's outcome
+                log.warning("tool cleanup failed", exc_info=True)
 
 
 @dataclass(slots=True)
@@ -80,7 +105,7 @@ def tool(toolset: str, name: str, description: str, parameters: dict) -> Callabl
 
 def _load_builtin() -> None:
     # Importing the modules registers their tools.
-    from hermes_runner.tools import files, terminal  # noqa: F401
+    from hermes_runner.tools import browser, code_execution, files, image_gen, moa, terminal, vision, web  # noqa: F401
 
 
 def all_tools() -> dict[str, Tool]:

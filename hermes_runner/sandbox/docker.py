@@ -1,0 +1,347 @@
+"""Docker sandbox: one fresh, locked-down container per prompt, removed when the prompt ends.
+
+The docker SDK blocks, so every call runs in a thread of this backend's own pools: `_ctl` for
+short API calls, `_io` for command streams (a long command must never starve a kill or a
+removal). Containers carry labels naming their run and runner; the next start of the same run
+dir removes those of runners that died (kill -9), and a container also exits on its own after
+`max_lifetime_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import posixpath
+import re
+import secrets
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import DockerException, NotFound
+from docker.models.images import Image
+from docker.types import Mount
+
+from hermes_runner.config import SandboxConfig
+from hermes_runner.dataset import Prompt
+from hermes_runner.errors import ConfigError, SandboxError
+from hermes_runner.sandbox import docker_exec, docker_orphans
+from hermes_runner.sandbox.base import ExecResult, OutputCap
+from hermes_runner.sandbox.docker_images import DirInfo, Probe, choose_user, find_image, probe
+from hermes_runner.sandbox.docker_pool import WarmPool
+
+log = logging.getLogger(__name__)
+
+API_TIMEOUT_S = 120
+KILL_GRACE_S = 10.0  # after a timeout: how long the killed command's output may take to end
+MAX_READ_BYTES = 64 * 1024 * 1024
+MAX_PENDING_REMOVALS = 8  # beyond this, a prompt waits for its container's removal
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a prompt's container looks like; containers of equal specs are interchangeable."""
+
+    image: str  # image id
+    workdir: str
+    user: str | None
+    mounts: tuple[tuple[str, str], ...]  # (path, "volume" | tmpfs options) for the working dir
+
+
+class DockerSandbox:
+    """One prompt's container."""
+
+    def __init__(self, backend: DockerBackend, cid: str, workdir: str):
+        self._b = backend
+        self.id = cid
+        self.cwd = workdir
+        self._closed = False
+
+    def _path(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.cwd, path))
+
+    async def run(self, command: str, timeout: float, workdir: str | None = None) -> ExecResult:
+        wd = self._path(workdir) if workdir else self.cwd
+        cap = OutputCap(self._b.max_output)
+        pids: list[int] = []
+        api = self._b.api
+        fut = self._b.call(docker_exec.run_command, api, self.id, command, wd, {}, cap, pids.append, io=True)
+        try:
+            code = await asyncio.wait_for(asyncio.shield(fut), timeout)
+            return ExecResult(code, cap.text())
+        except TimeoutError:
+            pass
+        except DockerException as exc:
+            raise self._b.gone(self.id, exc) from exc
+        except asyncio.CancelledError:  # the prompt ends (Ctrl-C, its time limit): the command goes too
+            if pids:
+                self._b.spawn(docker_exec.kill_tree, api, self.id, pids[0])
+            raise
+        # Timed out: kill the command's whole process tree inside the container.
+        if pids:
+            with contextlib.suppress(DockerException):
+                await self._b.call(docker_exec.kill_tree, api, self.id, pids[0])
+        with contextlib.suppress(TimeoutError, DockerException):
+            await asyncio.wait_for(asyncio.shield(fut), KILL_GRACE_S)
+        return ExecResult(124, cap.text(), timed_out=True)
+
+    async def read_file(self, path: str) -> bytes:
+        try:
+            return await self._b.call(docker_exec.read_file, self._b.api, self.id, self._path(path), MAX_READ_BYTES, io=True)
+        except DockerException as exc:
+            raise self._b.gone(self.id, exc) from exc
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        try:
+            await self._b.call(docker_exec.write_file, self._b.api, self.id, self._path(path), data, io=True)
+        except DockerException as exc:
+            raise self._b.gone(self.id, exc) from exc
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._b.keep:
+            log.info("sandbox.keep: container %s left running", self.id[:12])
+            return
+        await self._b.release(self.id)
+
+
+class DockerBackend:
+    """Creates one container per prompt on a Docker engine (DOCKER_HOST or the local socket)."""
+
+    def __init__(self, cfg: SandboxConfig, run_name: str, run_dir: str):
+        o = cfg.docker
+        if o.pool_size < 0:
+            raise ConfigError(f"sandbox.docker.pool_size must be >= 0, not {o.pool_size}")
+        if o.max_lifetime_s < 1:
+            raise ConfigError(f"sandbox.docker.max_lifetime_s must be >= 1, not {o.max_lifetime_s}")
+        if not posixpath.isabs(cfg.workdir):
+            raise ConfigError(f"sandbox.workdir must be an absolute path, not {cfg.workdir!r}")
+        self.cfg = cfg
+        self.opts = o
+        self.keep = cfg.keep
+        self.max_output = cfg.max_output_chars
+        self.run_name = run_name
+        self.run_dir = str(Path(run_dir).resolve())
+        self.labels = docker_orphans.runner_labels(run_name, self.run_dir)
+        self.client: docker.DockerClient | None = None
+        self._ctl = ThreadPoolExecutor(32, thread_name_prefix="docker-ctl")
+        self._io = ThreadPoolExecutor(1024, thread_name_prefix="docker-io")
+        self._images: dict[str, asyncio.Future[Image]] = {}
+        self._probes: dict[tuple[str, str], asyncio.Future[Probe]] = {}
+        self.pool = WarmPool(o.pool_size, self.launch, self.discard, o.max_lifetime_s / 2)
+        self._live: set[str] = set()
+        self._removals: set[asyncio.Future] = set()
+        self._lock = threading.Lock()
+        self._closing = False
+
+    @property
+    def api(self) -> docker.APIClient:
+        assert self.client is not None, "DockerBackend.start() was not called"
+        return self.client.api
+
+    def call(self, fn: Callable[..., Any], *args: Any, io: bool = False) -> asyncio.Future:
+        """Run a blocking docker call in one of our thread pools."""
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(self._io if io else self._ctl, functools.partial(fn, *args))
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Fire and forget a docker call (best effort)."""
+
+        def done(f: asyncio.Future) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.debug("background docker call %s failed: %s", fn.__name__, f.exception())
+
+        self.call(fn, *args).add_done_callback(done)
+
+    # -- run lifecycle ----------------------------------------------------------------
+
+    async def start(self, images: set[str]) -> dict[str, str]:
+        try:
+            self.client = await self.call(functools.partial(docker.from_env, timeout=API_TIMEOUT_S, max_pool_size=256))
+            await self.call(self.client.ping)
+        except DockerException as exc:
+            raise ConfigError(
+                f"sandbox.backend=docker but the Docker engine is not reachable: {exc}. "
+                "Start dockerd (scripts/ci_docker_setup.sh does it on Debian) or set DOCKER_HOST."
+            ) from None
+        await self.call(docker_orphans.reap, self.api, self.run_dir)
+        refs = sorted(images)
+        results = await asyncio.gather(*(self._image(ref) for ref in refs), return_exceptions=True)
+        unavailable = {}
+        for ref, res in zip(refs, results):
+            if isinstance(res, BaseException):
+                unavailable[ref] = str(res)
+        return unavailable
+
+    async def shutdown(self) -> None:
+        self._closing = True
+        if self.client is not None:
+            await self.pool.close()
+            await asyncio.gather(*list(self._removals), return_exceptions=True)
+            with self._lock:
+                live = list(self._live) if not self.keep else []
+            await asyncio.gather(*(self.discard(cid) for cid in live), return_exceptions=True)
+            with contextlib.suppress(DockerException):
+                await self.call(docker_orphans.sweep, self.api, self.labels)
+            await self.call(self.client.close)
+        self._ctl.shutdown(wait=False, cancel_futures=True)
+        self._io.shutdown(wait=False, cancel_futures=True)
+
+    # -- images -----------------------------------------------------------------------
+
+    def _image(self, ref: str) -> asyncio.Future[Image]:
+        """Find (or pull) each image once; the first caller starts it, the others share the result."""
+        if ref not in self._images:
+            self._images[ref] = self.call(find_image, self.client, ref, self.opts.pull)
+        return self._images[ref]
+
+    def _probe(self, image_id: str, workdir: str) -> asyncio.Future[Probe]:
+        """One trial run per (image, working dir): the image's users and what it has at the working dir."""
+        key = (image_id, workdir)
+        if key not in self._probes:
+            self._probes[key] = self.call(probe, self.client, image_id, workdir, self._labels("probe"))
+        return self._probes[key]
+
+    # -- containers -------------------------------------------------------------------
+
+    def _labels(self, key: str) -> dict[str, str]:
+        return {**self.labels, docker_orphans.PROMPT_KEY: key, docker_orphans.KEEP: "1" if self.keep else "0"}
+
+    async def _spec(self, prompt: Prompt) -> Spec:
+        ref = prompt.image or self.cfg.image
+        if not ref:
+            raise SandboxError("no image for this prompt: set sandbox.image or the row's `image` / `docker_image`")
+        workdir = prompt.cwd or self.cfg.workdir
+        if not posixpath.isabs(workdir):
+            raise SandboxError(f"cwd must be an absolute path inside the container, not {workdir!r}")
+        workdir = posixpath.normpath(workdir)
+        try:
+            image = await self._image(ref)
+            found = await self._probe(image.id, workdir)
+        except SandboxError as exc:
+            raise SandboxError(f"image {ref!r} is not available: {exc}") from None
+        image_user = (image.attrs.get("Config") or {}).get("User") or ""
+        user, uid, gid = choose_user(self.opts.user, image_user, found)
+        return Spec(image.id, workdir, user, self._workdir_mounts(workdir, found.workdir, uid, gid))
+
+    def _workdir_mounts(self, workdir: str, d: DirInfo, uid: int | None, gid: int | None) -> tuple:
+        """Keep the working dir writable: its image content in a fresh volume, else an owned tmpfs."""
+        if workdir in self.opts.tmpfs or any(v.split(":")[1:2] == [workdir] for v in self.opts.volumes):
+            return ()
+        if d.populated:
+            return ((workdir, "volume"),) if self.opts.read_only else ()
+        owner = "".join(f",{k}={v}" for k, v in (("uid", uid), ("gid", gid)) if v is not None)
+        return ((workdir, self.opts.workdir_tmpfs + owner),)
+
+    def _create(self, spec: Spec, key: str) -> str:
+        """Create and start a container (blocking); it is registered before anything can fail."""
+        o = self.opts
+        tmpfs = dict(o.tmpfs)
+        mounts = []
+        for path, how in spec.mounts:
+            if how == "volume":
+                mounts.append(Mount(target=path, source=None, type="volume"))
+            else:
+                tmpfs[path] = how
+        api = self.api
+        host_config = api.create_host_config(
+            network_mode=o.network_mode,
+            mem_limit=o.mem_limit or None,
+            memswap_limit=(o.memswap_limit or o.mem_limit) or None,
+            nano_cpus=int(o.cpus * 1e9) if o.cpus > 0 else None,
+            pids_limit=o.pids_limit if o.pids_limit > 0 else None,
+            read_only=o.read_only,
+            tmpfs=tmpfs,
+            mounts=mounts,
+            binds=list(o.volumes) or None,
+            cap_drop=list(o.cap_drop) or None,
+            cap_add=list(o.cap_add) or None,
+            security_opt=list(o.security_opt) or None,
+            init=o.init,
+            runtime=o.runtime,
+            auto_remove=not self.keep,
+        )
+        env = {"HOME": "/tmp", "TERM": "dumb", **o.env}
+        cid = api.create_container(
+            spec.image, command=[str(o.max_lifetime_s)], entrypoint=["sleep"], user=spec.user,
+            working_dir=spec.workdir, environment=env, labels=self._labels(key), name=self._name(key),
+            host_config=host_config,
+        )["Id"]  # fmt: skip
+        with self._lock:
+            self._live.add(cid)
+            closing = self._closing
+        if closing:
+            self.remove(cid)
+            raise SandboxError("the run is shutting down")
+        try:
+            api.start(cid)
+        except DockerException as exc:
+            self.remove(cid)
+            raise SandboxError(f"container failed to start: {_explain(exc)}") from None
+        return cid
+
+    def _name(self, key: str) -> str:
+        return f"hermes-{_slug(self.run_name)}-{_slug(key)[:12] or 'ready'}-{secrets.token_hex(3)}"
+
+    def remove(self, cid: str) -> None:
+        try:
+            docker_orphans.remove(self.api, cid)
+        finally:
+            with self._lock:
+                self._live.discard(cid)
+
+    def gone(self, cid: str, exc: DockerException) -> SandboxError:
+        """The error for a container that stopped working under a prompt."""
+        if isinstance(exc, NotFound):
+            return SandboxError(f"container {cid[:12]} vanished (removed, or it exited): {_explain(exc)}")
+        return SandboxError(f"docker error in container {cid[:12]}: {_explain(exc)}")
+
+    async def create(self, prompt: Prompt) -> DockerSandbox:
+        if self._closing:
+            raise SandboxError("the run is shutting down")
+        spec = await self._spec(prompt)
+        cid = self.pool.take(spec)
+        if cid is None:
+            cid = await self.launch(spec, prompt.key)
+        else:  # a pre-started container: its name (not its labels) then tells the prompt
+            self.spawn(self.api.rename, cid, self._name(prompt.key))
+        return DockerSandbox(self, cid, spec.workdir)
+
+    async def launch(self, spec: Spec, key: str = "") -> str:
+        try:
+            return await self.call(self._create, spec, key)
+        except DockerException as exc:
+            raise SandboxError(f"cannot create a container from {spec.image[:19]}: {_explain(exc)}") from None
+
+    async def discard(self, cid: str) -> None:
+        await self.call(self.remove, cid)
+
+    async def release(self, cid: str) -> None:
+        """Remove a prompt's container without making the prompt wait (unless removals pile up)."""
+
+        def done(f: asyncio.Future) -> None:
+            self._removals.discard(f)
+            if not f.cancelled() and f.exception() is not None:  # the end of the run tries again
+                log.warning("could not remove container %s: %s", cid[:12], f.exception())
+
+        fut = self.call(self.remove, cid)
+        self._removals.add(fut)
+        fut.add_done_callback(done)
+        if len(self._removals) > MAX_PENDING_REMOVALS:
+            await asyncio.wait([fut])
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_.-]+", "-", text).strip("-.")[:40]
+
+
+def _explain(exc: DockerException) -> str:
+    return str(getattr(exc, "explanation", None) or exc)

@@ -1,0 +1,149 @@
+"""Commands and file I/O inside a running container, through `docker exec` (blocking; run in threads).
+
+Everything happens in the container as its user: files are read with `cat` and written
+through the exec's stdin, so permissions, tmpfs mounts and the read-only root behave exactly
+as they do for the model's own commands.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+from docker.api import APIClient
+from docker.utils.socket import frames_iter
+
+from hermes_runner.errors import ToolError
+from hermes_runner.sandbox.base import OutputCap
+
+# $1 = command, $2 = working dir. The first output line is the shell's pid (or "!nodir"), so a
+# timeout can kill exactly this command's process tree; stderr joins stdout in order.
+RUN_SCRIPT = """cd -- "$2" 2>/dev/null || { echo '!nodir'; exit 1; }
+echo "$$"
+exec 2>&1 </dev/null
+[ -x /bin/bash ] && exec /bin/bash -c "$1"
+exec /bin/sh -c "$1"
+"""
+
+# $1 = pid: stop the tree top-down (a stopped process cannot fork), then kill it.
+KILL_SCRIPT = """k() {
+  kill -STOP "$1" 2>/dev/null
+  for t in /proc/"$1"/task/*/children; do
+    for c in $(cat "$t" 2>/dev/null); do k "$c"; done
+  done
+  kill -KILL "$1" 2>/dev/null
+}
+k "$1"
+"""
+
+READ_SCRIPT = """[ -d "$1" ] && exit 21
+[ -e "$1" ] || exit 22
+exec cat -- "$1"
+"""
+
+WRITE_SCRIPT = """d=${1%/*}
+[ -n "$d" ] && [ ! -d "$d" ] && { mkdir -p -- "$d" || exit 1; }
+[ -d "$1" ] && exit 21
+exec cat > "$1"
+"""
+
+NO_DIR = b"!nodir"
+NOT_STARTED = (
+    "[the command could not be started in the container (exit code {code}): too many processes "
+    "(pids limit), memory exhausted, or no /bin/sh]"
+)
+
+
+def _sh(script: str, *args: str) -> list[str]:
+    return ["/bin/sh", "-c", script, "hermes-runner", *args]
+
+
+def run_command(
+    api: APIClient, cid: str, command: str, workdir: str, env: dict[str, str], cap: OutputCap,
+    on_pid: Callable[[int], None],
+) -> int:
+    """Run `command` in `workdir`, feeding its output to `cap`; return its exit code."""
+    eid = api.exec_create(cid, _sh(RUN_SCRIPT, command, workdir), environment=env)["Id"]
+    stream = api.exec_start(eid, stream=True)
+    first = bytearray()
+    seen_first = False
+    try:
+        for chunk in stream:
+            if seen_first:
+                cap.feed(chunk)
+                continue
+            first += chunk
+            nl = first.find(b"\n")
+            if nl < 0:
+                continue
+            seen_first = True
+            line = bytes(first[:nl])
+            if line == NO_DIR:
+                raise ToolError(f"workdir does not exist: {workdir}")
+            if line.isdigit():
+                on_pid(int(line))
+            cap.feed(bytes(first[nl + 1 :]))
+    finally:
+        stream.close()
+    code = api.exec_inspect(eid)["ExitCode"]
+    code = 1 if code is None else int(code)
+    if not seen_first:  # the shell never ran
+        cap.feed(bytes(first) or NOT_STARTED.format(code=code).encode())
+    return code
+
+
+def kill_tree(api: APIClient, cid: str, pid: int) -> None:
+    """Kill a process and all its descendants inside the container."""
+    eid = api.exec_create(cid, _sh(KILL_SCRIPT, str(pid)))["Id"]
+    api.exec_start(eid)
+
+
+def read_file(api: APIClient, cid: str, path: str, max_bytes: int) -> bytes:
+    eid = api.exec_create(cid, _sh(READ_SCRIPT, path))["Id"]
+    stream = api.exec_start(eid, stream=True, demux=True)
+    out = bytearray()
+    err = bytearray()
+    try:
+        for stdout, stderr in stream:
+            out += stdout or b""
+            err += (stderr or b"")[:2000]
+            if len(out) > max_bytes:
+                raise ToolError(f"{path} is larger than {max_bytes} bytes; read it in the terminal instead")
+    finally:
+        stream.close()
+    code = api.exec_inspect(eid)["ExitCode"]
+    if code == 21:
+        raise ToolError(f"is a directory: {path}")
+    if code == 22:
+        raise ToolError(f"file not found: {path}")
+    if code:
+        raise ToolError(f"cannot read {path}: {_message(err)}")
+    return bytes(out)
+
+
+def write_file(api: APIClient, cid: str, path: str, data: bytes) -> None:
+    eid = api.exec_create(cid, _sh(WRITE_SCRIPT, path), stdin=True)["Id"]
+    sock = api.exec_start(eid, socket=True)
+    raw = getattr(sock, "_sock", sock)
+    err = bytearray()
+    try:
+        try:
+            raw.sendall(data)
+            raw.shutdown(socket.SHUT_WR)  # EOF on the command's stdin
+        except OSError:
+            pass  # the command exited before reading everything; its exit code says why
+        for _, chunk in frames_iter(sock, False):
+            err += chunk[:2000]
+    finally:
+        sock.close()
+    code = api.exec_inspect(eid)["ExitCode"]
+    if code == 21:
+        raise ToolError(f"cannot write {path}: is a directory")
+    if code:
+        raise ToolError(f"cannot write {path}: {_message(err)}")
+
+
+def _message(err: bytearray) -> str:
+    text = bytes(err).decode(errors="replace").strip()
+    # "cat: can't open '/x': Read-only file system" -> keep the reason after the last colon
+    return text.rsplit(": ", 1)[-1] if text else "unknown error"

@@ -1,0 +1,123 @@
+"""Images for the Docker sandbox: find or pull them, look inside once, pick the user (blocking)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import docker
+from docker.errors import ContainerError, DockerException, ImageNotFound
+from docker.models.images import Image
+from docker.utils import parse_repository_tag
+
+from hermes_runner.errors import SandboxError
+
+# Prints /etc/passwd, "@@", then "<populated 0|1> <uid> <gid>" when directory $1 exists.
+PROBE_SCRIPT = """cat /etc/passwd 2>/dev/null
+echo @@
+o() { echo "$f $3 $4"; }
+if [ -d "$1" ]; then
+  f=0; [ -n "$(ls -A "$1" 2>/dev/null | head -n 1)" ] && f=1
+  o $(ls -ldnL "$1")
+fi
+"""
+
+REGULAR_UIDS = range(1000, 65534)  # 65534 is `nobody`
+
+
+@dataclass(frozen=True)
+class DirInfo:
+    """A directory as the image has it."""
+
+    exists: bool
+    populated: bool = False
+    uid: int = 0
+    gid: int = 0
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a trial run of an image found: its users and one directory."""
+
+    passwd: list[tuple[str, int, int]]  # (name, uid, gid) in file order
+    workdir: DirInfo
+
+
+def find_image(client: docker.DockerClient, ref: str, pull: bool) -> Image:
+    """The image `ref`, pulled first when missing and `pull` is on."""
+    try:
+        return client.images.get(ref)
+    except ImageNotFound:
+        if not pull:
+            raise SandboxError("not present locally (docker pull it, or set sandbox.docker.pull=true)") from None
+    except DockerException as exc:
+        raise SandboxError(f"cannot inspect it: {exc}") from exc
+    repo, tag = parse_repository_tag(ref)
+    try:
+        client.images.pull(repo, tag=tag or "latest")
+        return client.images.get(ref)
+    except DockerException as exc:
+        raise SandboxError(f"pull failed: {exc}") from exc
+
+
+def probe(client: docker.DockerClient, image_id: str, workdir: str, labels: dict[str, str]) -> Probe:
+    """Run the image once (as root, no network) to read its users and the working dir."""
+    try:
+        out = client.containers.run(
+            image_id, entrypoint=["/bin/sh", "-c", PROBE_SCRIPT, "probe"], command=[workdir], user="0:0",
+            network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            labels=labels, remove=True, stdout=True, stderr=False,
+        )  # fmt: skip
+    except ContainerError as exc:
+        raise SandboxError(f"a trial run failed: {exc}") from exc
+    except DockerException as exc:
+        raise SandboxError(f"cannot run /bin/sh in it (the terminal and file tools need a POSIX shell): {exc}") from exc
+    passwd_text, _, dirs_text = out.decode(errors="replace").partition("@@\n")
+    found = DirInfo(False)
+    for line in dirs_text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and all(x.isdigit() for x in parts):
+            populated, uid, gid = map(int, parts)
+            found = DirInfo(True, populated == 1, uid, gid)
+    return Probe(parse_passwd(passwd_text), found)
+
+
+def parse_passwd(text: str) -> list[tuple[str, int, int]]:
+    users = []
+    for line in text.splitlines():
+        parts = line.split(":")
+        if len(parts) >= 4 and parts[2].isdigit() and parts[3].isdigit():
+            users.append((parts[0], int(parts[2]), int(parts[3])))
+    return users
+
+
+def choose_user(setting: str | None, image_user: str, found: Probe) -> tuple[str | None, int | None, int | None]:
+    """(user for the container or None for the image's default, numeric uid, gid when known).
+
+    "auto": the image's USER when it sets one; else the owner of a working directory the image
+    populates (so the task can edit its files); else the first regular user; else root.
+    """
+    workdir = found.workdir
+    if setting is None or setting == "":
+        spec = image_user or None
+    elif setting == "auto":
+        if image_user:
+            spec = image_user
+        elif workdir.populated:
+            spec = f"{workdir.uid}:{workdir.gid}"
+        else:
+            regular = [(uid, gid) for _, uid, gid in found.passwd if uid in REGULAR_UIDS]
+            uid, gid = regular[0] if regular else (0, 0)
+            spec = f"{uid}:{gid}"
+    else:
+        spec = setting
+    uid, gid = numeric_ids(spec or "0", found.passwd)
+    return spec, uid, gid
+
+
+def numeric_ids(spec: str, passwd: list[tuple[str, int, int]]) -> tuple[int | None, int | None]:
+    """uid and gid of a "user[:group]" spec, looked up in the image's /etc/passwd."""
+    user, _, group = spec.partition(":")
+    entry = next((e for e in passwd if e[0] == user or (user.isdigit() and e[1] == int(user))), None)
+    uid = int(user) if user.isdigit() else (entry[1] if entry else None)
+    gid = int(group) if group.isdigit() else (entry[2] if entry and not group else None)
+    return uid, gid

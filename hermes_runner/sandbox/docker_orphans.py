@@ -1,0 +1,93 @@
+"""Labels that tie a container to its runner, and removal of containers whose runner died."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from pathlib import Path
+
+import docker
+from docker.errors import APIError, NotFound
+
+from hermes_runner.sandbox.base import pid_alive
+
+log = logging.getLogger(__name__)
+
+PREFIX = "io.hermes-runner"
+RUN_NAME = f"{PREFIX}.run-name"
+RUN_DIR = f"{PREFIX}.run-dir"
+PROMPT_KEY = f"{PREFIX}.prompt-key"
+RUNNER_PID = f"{PREFIX}.runner-pid"
+RUNNER_START = f"{PREFIX}.runner-start"  # the pid's start time: a reused pid is not mistaken for the runner
+HOSTNAME = f"{PREFIX}.hostname"
+KEEP = f"{PREFIX}.keep"
+
+
+def process_start(pid: int) -> str | None:
+    """Start time of a process (clock ticks since boot), or None when it does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def runner_labels(run_name: str, run_dir: str) -> dict[str, str]:
+    """Labels of every container this process creates."""
+    pid = os.getpid()
+    return {
+        RUN_NAME: run_name,
+        RUN_DIR: run_dir,
+        RUNNER_PID: str(pid),
+        RUNNER_START: process_start(pid) or "",
+        HOSTNAME: socket.gethostname(),
+    }
+
+
+def runner_alive(pid: int, start: str) -> bool:
+    if not Path("/proc/self/stat").exists():  # no procfs: trust the pid alone
+        return pid_alive(pid)
+    now = process_start(pid)
+    return now is not None and (not start or now == start)
+
+
+def remove(api: docker.APIClient, cid: str) -> None:
+    """Remove a container and its anonymous volumes; gone already is fine."""
+    try:
+        api.remove_container(cid, v=True, force=True)
+    except NotFound:
+        pass
+    except APIError as exc:
+        if exc.status_code != 409:  # 409: removal already in progress (auto-remove)
+            raise
+
+
+def reap(api: docker.APIClient, run_dir: str) -> int:
+    """Remove containers of this run dir whose runner (on this host) is dead; return how many."""
+    host = socket.gethostname()
+    reaped = 0
+    for c in api.containers(all=True, filters={"label": f"{RUN_DIR}={run_dir}"}):
+        labels = c.get("Labels") or {}
+        if labels.get(KEEP) == "1" or labels.get(HOSTNAME) != host:
+            continue
+        pid = labels.get(RUNNER_PID, "")
+        if pid.isdigit() and runner_alive(int(pid), labels.get(RUNNER_START, "")):
+            continue
+        remove(api, c["Id"])
+        reaped += 1
+    if reaped:
+        log.warning("removed %d container(s) left behind by a killed runner of %s", reaped, run_dir)
+    return reaped
+
+
+def sweep(api: docker.APIClient, labels: dict[str, str]) -> int:
+    """Remove every container (except kept ones) created by this process."""
+    keys = (RUN_DIR, RUNNER_PID, RUNNER_START, HOSTNAME)
+    filters = {"label": [f"{k}={labels[k]}" for k in keys]}
+    gone = 0
+    for c in api.containers(all=True, filters=filters):
+        if (c.get("Labels") or {}).get(KEEP) != "1":
+            remove(api, c["Id"])
+            gone += 1
+    return gone

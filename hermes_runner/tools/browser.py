@@ -1,0 +1,258 @@
+"""The `browser` toolset: drive a real headless Chromium through its accessibility tree.
+
+`browser_snapshot` lists the page as accessibility text where elements carry refs
+(`[ref=e5]`); click and type take those refs. Each task has its own browser context.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from functools import wraps
+
+from hermes_runner.errors import ToolError
+from hermes_runner.services.browser import BrowserService, BrowserSession
+from hermes_runner.services.netguard import check_url
+from hermes_runner.tools.registry import ToolContext, ToolResult, tool
+
+NO_ARGS = {"type": "object", "properties": {}, "required": []}
+REF = re.compile(r"^\[?(?:@|ref=)?([a-z]*\d*e\d+)\]?$")
+UNNAMED_GENERIC = re.compile(r"^\s*- generic(?: \[[^\]]*\])*:?$")
+MAX_IMAGES = 50
+
+
+def _playwright_errors(fn: Callable[[ToolContext, dict], Awaitable[ToolResult]]):
+    """Browser failures (timeouts, detached elements, crashed pages) go back to the model as tool errors."""
+
+    @wraps(fn)
+    async def run(ctx: ToolContext, args: dict) -> ToolResult:
+        from playwright.async_api import Error as PlaywrightError
+
+        try:
+            return await fn(ctx, args)
+        except PlaywrightError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ToolError(first.removeprefix("Error: ")[:500]) from None
+
+    return run
+
+
+def _svc(ctx: ToolContext) -> BrowserService:
+    return ctx.service("browser")
+
+
+def _open(ctx: ToolContext) -> BrowserSession:
+    s = _svc(ctx).current(ctx)
+    if s is None:
+        raise ToolError("no page is open: call browser_navigate first")
+    return s
+
+
+def _ref(args: dict) -> str:
+    raw = args.get("ref")
+    m = REF.match(raw.strip()) if isinstance(raw, str) else None
+    if not m:
+        raise ToolError(f"'ref' must be an element ref from browser_snapshot such as @e5, not {raw!r}")
+    return m.group(1)
+
+
+async def _on_ref(ctx: ToolContext, s: BrowserSession, ref: str, action: str, *args: str) -> None:
+    """Run a locator action on the element `ref`; a missing or hidden element is explained, not just timed out."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        await getattr(s.page.get_by_ref(ref), action)(*args)
+    except PlaywrightTimeout:
+        raise ToolError(
+            f"element {ref} was not found or could not be used within {_svc(ctx).cfg.action_timeout_s:g}s; "
+            "refs change with every snapshot: take a new browser_snapshot"
+        ) from None
+
+
+def _fit(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    cut = text.rfind("\n", 0, limit)
+    cut = cut if cut > limit // 2 else limit
+    return text[
+        :cut
+    ] + f"\n[... snapshot truncated: {len(text) - cut} more characters; scroll or use full=true ...]", True
+
+
+async def _snapshot(svc: BrowserService, s: BrowserSession, full: bool) -> tuple[str, bool]:
+    text = await s.page.aria_snapshot(mode="ai", timeout=svc.cfg.action_timeout_s * 1000)
+    if not full:
+        text = "\n".join(line for line in text.splitlines() if not UNNAMED_GENERIC.match(line))
+    return _fit(text, svc.cfg.full_snapshot_max_chars if full else svc.cfg.snapshot_max_chars)
+
+
+async def _where(s: BrowserSession) -> dict:
+    return {"url": s.page.url, "title": await s.page.title()}
+
+
+@tool(
+    "browser",
+    "browser_navigate",
+    "Open a URL in the browser (a fresh session per task) and return the page's title and a compact "
+    "accessibility snapshot. For plain reading prefer web_search/web_extract; use the browser to "
+    "interact with pages (click, fill forms, dynamic content).",
+    {
+        "type": "object",
+        "properties": {"url": {"type": "string", "description": "The URL to open (http or https)."}},
+        "required": ["url"],
+    },
+)
+@_playwright_errors
+async def browser_navigate(ctx: ToolContext, args: dict) -> ToolResult:
+    svc = _svc(ctx)
+    url = args.get("url")
+    if not isinstance(url, str) or not url.strip():
+        raise ToolError("'url' must be a non-empty string")
+    url = url.strip()
+    if "://" not in url:
+        url = "https://" + url
+    await check_url(url, svc.allow_private)
+    s = await svc.session(ctx)
+    resp = await s.page.goto(url, wait_until="domcontentloaded")
+    snapshot, truncated = await _snapshot(svc, s, full=False)
+    out = {"success": True, **await _where(s), "status": resp.status if resp else None, "snapshot": snapshot}
+    if truncated:
+        out["snapshot_truncated"] = True
+    return ToolResult.of(out, ok=resp is None or resp.status < 400)
+
+
+@tool(
+    "browser",
+    "browser_snapshot",
+    "Get a text snapshot of the current page's accessibility tree. Elements carry refs like "
+    "[ref=e5] for browser_click and browser_type. full=false (default): compact view; "
+    "full=true: the complete tree. Refs change with every snapshot.",
+    {
+        "type": "object",
+        "properties": {"full": {"type": "boolean", "description": "Return the complete tree (default false)."}},
+        "required": [],
+    },
+)
+@_playwright_errors
+async def browser_snapshot(ctx: ToolContext, args: dict) -> ToolResult:
+    s = _open(ctx)
+    snapshot, truncated = await _snapshot(_svc(ctx), s, full=bool(args.get("full")))
+    return ToolResult.of({"success": True, **await _where(s), "snapshot": snapshot, "truncated": truncated})
+
+
+@tool(
+    "browser",
+    "browser_click",
+    "Click the element with the given ref from the latest snapshot (e.g. @e5).",
+    {
+        "type": "object",
+        "properties": {"ref": {"type": "string", "description": "Element ref from the snapshot, e.g. @e5."}},
+        "required": ["ref"],
+    },
+)
+@_playwright_errors
+async def browser_click(ctx: ToolContext, args: dict) -> ToolResult:
+    s = _open(ctx)
+    ref = _ref(args)
+    await _on_ref(ctx, s, ref, "click")
+    return ToolResult.of({"success": True, "clicked": ref, **await _where(s)})
+
+
+@tool(
+    "browser",
+    "browser_type",
+    "Type text into the input field with the given ref (the field is cleared first).",
+    {
+        "type": "object",
+        "properties": {
+            "ref": {"type": "string", "description": "Element ref from the snapshot, e.g. @e3."},
+            "text": {"type": "string", "description": "The text to type."},
+        },
+        "required": ["ref", "text"],
+    },
+)
+@_playwright_errors
+async def browser_type(ctx: ToolContext, args: dict) -> ToolResult:
+    s = _open(ctx)
+    ref = _ref(args)
+    text = args.get("text")
+    if not isinstance(text, str):
+        raise ToolError("'text' must be a string")
+    await _on_ref(ctx, s, ref, "fill", text)
+    return ToolResult.of({"success": True, "typed": text, "ref": ref})
+
+
+@tool(
+    "browser",
+    "browser_scroll",
+    "Scroll the page up or down by most of a screen to reveal more content.",
+    {
+        "type": "object",
+        "properties": {"direction": {"type": "string", "enum": ["up", "down"], "description": "Direction to scroll."}},
+        "required": ["direction"],
+    },
+)
+@_playwright_errors
+async def browser_scroll(ctx: ToolContext, args: dict) -> ToolResult:
+    s = _open(ctx)
+    direction = args.get("direction")
+    if direction not in ("up", "down"):
+        raise ToolError("'direction' must be 'up' or 'down'")
+    pos = await s.page.evaluate(
+        "(dy) => { window.scrollBy(0, dy * window.innerHeight * 0.8); "
+        "return [Math.round(window.scrollY), Math.max(0, document.documentElement.scrollHeight - window.innerHeight)]; }",
+        1 if direction == "down" else -1,
+    )
+    return ToolResult.of({"success": True, "scroll_y": pos[0], "max_scroll_y": pos[1]})
+
+
+@tool("browser", "browser_back", "Go back to the previous page in the browser history.", NO_ARGS)
+@_playwright_errors
+async def browser_back(ctx: ToolContext, args: dict) -> ToolResult:
+    s = _open(ctx)
+    resp = await s.page.go_back(wait_until="domcontentloaded")
+    if resp is None and s.page.url in ("about:blank", ""):
+        raise ToolError("there is no previous page")
+    return ToolResult.of({"success": True, **await _where(s)})
+
+
+@tool(
+    "browser",
+    "browser_press",
+    "Press a keyboard key in the page, e.g. Enter to submit a form, Tab, Escape, ArrowDown.",
+    {
+        "type": "object",
+        "properties": {"key": {"type": "string", "description": "Key to press (e.g. 'Enter', 'Tab', 'Escape')."}},
+        "required": ["key"],
+    },
+)
+@_playwright_errors
+async def browser_press(ctx: ToolContext, args: dict) -> ToolResult:
+    s = _open(ctx)
+    key = args.get("key")
+    if not isinstance(key, str) or not key.strip():
+        raise ToolError("'key' must be a non-empty string")
+    await s.page.keyboard.press(key.strip())
+    await s.page.wait_for_load_state("domcontentloaded")
+    return ToolResult.of({"success": True, "pressed": key.strip(), **await _where(s)})
+
+
+@tool("browser", "browser_get_images", "List the images on the current page with their URLs and alt text.", NO_ARGS)
+@_playwright_errors
+async def browser_get_images(ctx: ToolContext, args: dict) -> ToolResult:
+    s = _open(ctx)
+    images = await s.page.evaluate(
+        "(n) => Array.from(document.images).slice(0, n).map(i => ({url: i.currentSrc || i.src, alt: i.alt || '',"
+        " width: i.naturalWidth, height: i.naturalHeight}))",
+        MAX_IMAGES,
+    )
+    return ToolResult.of({"success": True, "images": images, "count": len(images)})
+
+
+@tool("browser", "browser_close", "Close the browser session of this task and free its resources.", NO_ARGS)
+@_playwright_errors
+async def browser_close(ctx: ToolContext, args: dict) -> ToolResult:
+    s = _svc(ctx).current(ctx)
+    if s is not None:
+        await s.close()
+    return ToolResult.of({"success": True, "closed": s is not None})

@@ -1,0 +1,196 @@
+"""Dataset exports of a real run, loaded back with the libraries trainers use."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import ROOT, read_jsonl
+from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+from openai.types.chat import (
+    ChatCompletionMessageFunctionToolCallParam,
+    ChatCompletionMessageParam,
+    ChatCompletionToolParam,
+)
+from pydantic import TypeAdapter
+from sample_run import make_run
+
+from hermes_runner.export import export, main
+from hermes_runner.scripted_server import ScriptedServer
+from hermes_runner.tools.registry import tool_names
+
+MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
+TOOLS = TypeAdapter(list[ChatCompletionToolParam])
+CALLS = TypeAdapter(list[ChatCompletionMessageFunctionToolCallParam])
+
+
+@pytest.fixture(scope="module")
+def sample(_server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _server.reset()
+    return make_run(_server, tmp_path_factory.mktemp("export"))
+
+
+@pytest.fixture(scope="module")
+def stats(sample: Path) -> dict:
+    return json.loads((sample / "statistics.json").read_text())
+
+
+def shape(value: object) -> object:
+    """The structure of a value: key names and value types, recursively (lists by their items)."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        common: object = "NoneType"
+        for v in value:
+            common = merge_shapes(common, shape(v))
+        return [] if common == "NoneType" else [common]
+    return type(value).__name__
+
+
+def merge_shapes(a: object, b: object) -> object:
+    """Shapes are equal, except that an empty list or a null fits any shape."""
+    if a in ([], "NoneType"):
+        return b
+    if b in ([], "NoneType"):
+        return a
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), (a.keys(), b.keys())
+        return {k: merge_shapes(a[k], b[k]) for k in a}
+    if isinstance(a, list) and isinstance(b, list):
+        return [merge_shapes(a[0], b[0])]
+    assert a == b, (a, b)
+    return a
+
+
+def assert_one_schema(rows: list[dict]) -> None:
+    common: object = "NoneType"
+    for row in rows:
+        common = merge_shapes(common, shape(row))
+
+
+def test_parquet_loads_with_one_schema(sample: Path, stats: dict, tmp_path: Path) -> None:
+    path, counts = export(sample, "parquet", tmp_path / "pq")
+    assert counts == {"kept": stats["prompts"]["ok"]}
+    ds = load_dataset("parquet", data_files=str(path), split="train")
+    assert ds.num_rows == stats["prompts"]["ok"]
+    rows = ds.to_list()
+    assert_one_schema(rows)
+    schema = pq.read_schema(path)
+    assert "null" not in str(schema)  # every column has a real type, even when all its values are empty
+    assert set(rows[0]["tool_stats"]) == set(tool_names())
+    # Same trajectories as trajectories.jsonl, conversations intact.
+    originals = {r["metadata"]["prompt_key"]: r for r in read_jsonl(sample / "trajectories.jsonl")}
+    for row in rows:
+        orig = originals[row["metadata"]["prompt_key"]]
+        assert [(t["from"], t["value"]) for t in row["conversations"]] == [
+            (t["from"], t["value"]) for t in orig["conversations"]
+        ]
+        assert row["tool_stats"] == orig["tool_stats"] and row["usage"] == orig["usage"]
+        assert row["discard_reason"] is None
+
+
+def test_hf_dataset_and_splits(sample: Path, stats: dict, tmp_path: Path) -> None:
+    path, _ = export(sample, "hf", tmp_path / "hf")
+    ds = load_from_disk(str(path))
+    assert isinstance(ds, Dataset) and ds.num_rows == stats["prompts"]["ok"]
+    assert_one_schema(ds.to_list())
+
+    path, counts = export(sample, "splits", tmp_path / "splits")
+    dd = load_from_disk(str(path))
+    assert isinstance(dd, DatasetDict) and set(dd) == {"kept", "discarded"}
+    assert counts == {"kept": stats["prompts"]["ok"], "discarded": stats["prompts"]["discarded"]}
+    assert dd["kept"].num_rows == stats["prompts"]["ok"]
+    assert dd["discarded"].num_rows == stats["prompts"]["discarded"]
+    assert dd["kept"].features == dd["discarded"].features
+    assert_one_schema(dd["kept"].to_list() + dd["discarded"].to_list())
+    reasons = {r["discard_reason"] for r in dd["discarded"]}
+    assert reasons == set(stats["discarded_by_reason"])
+    assert {r["discard_reason"] for r in dd["kept"]} == {None}
+
+
+def test_openai_messages_are_valid(sample: Path, stats: dict, tmp_path: Path) -> None:
+    path, _ = export(sample, "openai", tmp_path / "oa")
+    rows = read_jsonl(path)
+    assert len(rows) == stats["prompts"]["ok"]
+    originals = {r["metadata"]["prompt_key"]: r for r in read_jsonl(sample / "trajectories.jsonl")}
+    seen_calls = seen_reasoning = 0
+    for row in rows:
+        msgs, tools = row["messages"], row["tools"]
+        MESSAGES.validate_python(msgs)
+        TOOLS.validate_python(tools)
+        assert {t["function"]["name"] for t in tools} <= set(tool_names())
+        assert msgs[0]["role"] == "system" and "function-calling AI model" not in msgs[0]["content"]
+        assert msgs[1]["role"] == "user"
+        pending: set[str] = set()
+        for m in msgs[1:]:
+            if m["role"] == "tool":
+                assert m["tool_call_id"] in pending, "a tool result answers a call made before it"
+                pending.discard(m["tool_call_id"])
+                assert isinstance(m["content"], str)
+                continue
+            assert not pending, "every tool call gets its result before the next turn"
+            if m["role"] == "assistant":
+                seen_reasoning += bool(m.get("reasoning_content"))
+                assert "<think>" not in (m["content"] or "") and "<tool_call>" not in (m["content"] or "")
+                if m.get("tool_calls"):
+                    CALLS.validate_python(m["tool_calls"])
+                    pending |= {c["id"] for c in m["tool_calls"]}
+                    seen_calls += len(m["tool_calls"])
+        orig = originals[row["id"]]
+        gpt = [t for t in orig["conversations"] if t["from"] == "gpt"]
+        assert sum(m["role"] == "assistant" for m in msgs) == len(gpt)
+        assert sum(len(m.get("tool_calls") or []) for m in msgs) == sum(len(t["tool_calls"]) for t in gpt)
+    kept_calls = sum(t["count"] for t in stats["tool_statistics"].values())
+    assert seen_calls == kept_calls and seen_reasoning > 0
+
+    inline, _ = export(sample, "openai", tmp_path / "inline", reasoning="inline")
+    think = [m for r in read_jsonl(inline) for m in r["messages"] if m["role"] == "assistant"]
+    assert all("reasoning_content" not in m for m in think)
+    assert any((m["content"] or "").startswith("<think>\n") for m in think)
+
+
+def test_export_command(sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "hermes_runner.export", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, **(env or {})},
+        )
+
+    res = cli(str(sample), "--to", "splits", "--out", str(tmp_path / "s"))
+    assert res.returncode == 0, res.stderr
+    assert "15 kept, 6 discarded" in res.stdout
+    with pytest.raises(SystemExit) as exc:
+        main([str(sample), "--to", "xml"])
+    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    assert main([str(tmp_path / "nowhere"), "--to", "parquet"]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    # A sweep is exported job by job.
+    sweep = tmp_path / "sweep"
+    for job in ("a=1", "a=2"):
+        (sweep / job).mkdir(parents=True)
+        (sweep / job / "ledger.jsonl").write_text("")
+    assert main([str(sweep), "--to", "parquet"]) == 2
+    assert "export one job directory at a time" in capsys.readouterr().err
+    # Pushing needs the user's token; without one the command says how to log in (nothing is uploaded).
+    home = tmp_path / "hf-home"
+    res = cli(
+        str(sample),
+        "--to",
+        "parquet",
+        "--out",
+        str(tmp_path / "p"),
+        "--push-to-hub",
+        "me/data",
+        env={"HF_HOME": str(home), "HF_TOKEN": "", "HF_HUB_OFFLINE": "1"},
+    )
+    assert res.returncode == 2 and "no Hugging Face token" in res.stderr
+    assert (tmp_path / "p" / "trajectories.parquet").exists()
