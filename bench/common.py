@@ -34,7 +34,9 @@ def write_dataset(path: Path, n: int, text: str = "Task {i}: find out what the m
     """A JSONL dataset of `n` distinct prompts without a #script (the default 2-call agent)."""
     with path.open("w") as fp:
         for start in range(0, n, 10_000):
-            fp.write("".join(json.dumps({"prompt": text.format(i=i)}) + "\n" for i in range(start, min(n, start + 10_000))))
+            fp.write(
+                "".join(json.dumps({"prompt": text.format(i=i)}) + "\n" for i in range(start, min(n, start + 10_000)))
+            )
     return path
 
 
@@ -84,7 +86,9 @@ class ScriptedServerProcess:
                 self.proc.wait()
 
 
-def probe(out: Path, args: list[str], log: Path, env: dict | None = None, timeout: float = 1800) -> tuple[dict, float, int]:
+def probe(
+    out: Path, args: list[str], log: Path, env: dict | None = None, timeout: float = 1800
+) -> tuple[dict, float, int]:
     """Run `python -m bench.probe out args...`; return (its usage report, wall seconds, exit code)."""
     t = time.perf_counter()
     with log.open("w") as fp:

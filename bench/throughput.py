@@ -144,7 +144,11 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     run_dir.mkdir(parents=True)
     open_run(cfg, run_dir)
     names = tool_names()
-    call = {"id": "call_0", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "echo hello"}'}}
+    call = {
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": '{"command": "echo hello"}'},
+    }
     res = SessionResult(Prompt(0, "KEY", "PROMPT"), tools_for(["terminal", "file"]), ["terminal", "file"])
     res.history = [
         {"role": "user", "content": "PROMPT"},
@@ -190,7 +194,11 @@ def resume_bench(work: Path, n: int) -> dict:
 def plan_rss(work: Path, dataset: Path, tag: str) -> dict:
     run_dir = work / f"plan-{tag}"
     spec = work / f"plan-{tag}.spec.json"
-    spec.write_text(json.dumps({"overrides": base_overrides("http://127.0.0.1:9/v1", dataset, run_dir, tag), "run_dir": str(run_dir)}))
+    spec.write_text(
+        json.dumps(
+            {"overrides": base_overrides("http://127.0.0.1:9/v1", dataset, run_dir, tag), "run_dir": str(run_dir)}
+        )
+    )
     report, _, code = probe(work / f"plan-{tag}.usage.json", ["--prepare", str(spec)], work / f"plan-{tag}.log")
     if code:
         raise RuntimeError(f"planning probe failed, see {work / f'plan-{tag}.log'}")
@@ -254,7 +262,9 @@ def print_levels(results: list[LevelResult], startup: float | None) -> list[str]
         if target is not None:
             good = r.ratio >= target and r.ok == r.n
             lines.append(f"{verdict(good)}  efficiency {r.ratio:.3f} >= {target:.2f}  [{label}]")
-        lines.append(f"{verdict(r.cpu_ms <= TARGET_CPU_MS)}  runner CPU {r.cpu_ms:.2f} ms/trajectory <= {TARGET_CPU_MS:g}  [{label}]")
+        lines.append(
+            f"{verdict(r.cpu_ms <= TARGET_CPU_MS)}  runner CPU {r.cpu_ms:.2f} ms/trajectory <= {TARGET_CPU_MS:g}  [{label}]"
+        )
     return lines
 
 
@@ -317,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{res['plan']['done']:,} done / {res['plan']['to_run']:,} to run, peak RSS {res['maxrss_mb']:.0f} MB"
         )
         good = res["prepare_s"] <= TARGET_RESUME_S and res["plan"]["done"] == args.resume_entries
-        verdicts.append(f"{verdict(good)}  resume planning over {args.resume_entries:,} entries {res['prepare_s']:.2f}s <= {TARGET_RESUME_S:g}s")
+        verdicts.append(
+            f"{verdict(good)}  resume planning over {args.resume_entries:,} entries {res['prepare_s']:.2f}s <= {TARGET_RESUME_S:g}s"
+        )
         out["resume"] = res
     if "memory" not in skip:
         rows = args.dataset_rows
@@ -330,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
             f"  planning: peak RSS {p_small['maxrss_mb']:.0f} MB at {rows // 10:,} rows, {p_big['maxrss_mb']:.0f} MB at "
             f"{rows:,} rows (after imports: {p_big['rss_before_mb']:.0f} MB; plan took {p_big['prepare_s']:.1f}s)"
         )
-        verdicts.append(f"{verdict(p_big['maxrss_mb'] <= TARGET_RSS_MB)}  planning {rows:,} rows: peak RSS {p_big['maxrss_mb']:.0f} MB <= {TARGET_RSS_MB:g}")
+        verdicts.append(
+            f"{verdict(p_big['maxrss_mb'] <= TARGET_RSS_MB)}  planning {rows:,} rows: peak RSS {p_big['maxrss_mb']:.0f} MB <= {TARGET_RSS_MB:g}"
+        )
         mem: dict = {"rows": rows, "plan_small": p_small, "plan_big": p_big}
         if dispatch_s > 0:
             d = dispatch_rss(work, big, dispatch_s)

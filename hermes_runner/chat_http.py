@@ -52,9 +52,7 @@ def status_error(response: httpx2.Response) -> openai.APIStatusError:
 class ChatHttp:
     """POSTs chat-completions bodies; `post` returns the body, `events` yields server-sent event data."""
 
-    def __init__(
-        self, base_url: str, api_key: str, headers: dict[str, str] | None, timeout_s: float, pool_size: int
-    ):
+    def __init__(self, base_url: str, api_key: str, headers: dict[str, str] | None, timeout_s: float, pool_size: int):
         self.url = base_url.rstrip("/") + CHAT_PATH
         self._headers = {
             "Content-Type": "application/json",
@@ -117,7 +115,9 @@ class ChatHttp:
             raise openai.APITimeoutError(request=self._request) from exc
 
     def _status_error(self, resp: aiohttp.ClientResponse, data: bytes) -> openai.APIStatusError:
-        return status_error(httpx2.Response(resp.status, headers=list(resp.headers.items()), content=data, request=self._request))
+        return status_error(
+            httpx2.Response(resp.status, headers=list(resp.headers.items()), content=data, request=self._request)
+        )
 
     def _connection_error(self, exc: aiohttp.ClientError) -> openai.APIConnectionError:
         if isinstance(exc, aiohttp.ServerTimeoutError):

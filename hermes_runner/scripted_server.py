@@ -250,7 +250,9 @@ class ScriptedServer:
         return await self._stream(request, self.chunks(completion, include_usage))
 
     @staticmethod
-    async def _stream(request: web.Request, chunks: list[dict], tail: bytes = b"data: [DONE]\n\n") -> web.StreamResponse:
+    async def _stream(
+        request: web.Request, chunks: list[dict], tail: bytes = b"data: [DONE]\n\n"
+    ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         for chunk in chunks:
@@ -302,7 +304,8 @@ class ScriptedServer:
                 await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             request.transport.close()  # no terminating chunk: the client sees a torn body
             return resp
-        error = {"error": {"message": fail.get("message", f"scripted stream error {fail['status']}"), "code": fail["status"]}}
+        message = fail.get("message", f"scripted stream error {fail['status']}")
+        error = {"error": {"message": message, "code": fail["status"]}}
         return await self._stream(request, [*chunks, error], tail=b"")
 
     @staticmethod
@@ -395,9 +398,10 @@ class ScriptedServer:
             out += [chunk({"content": p}) for p in pieces(msg["content"])]
         for i, call in enumerate(msg.get("tool_calls") or []):
             fn = call["function"]
-            first = {"index": i, "id": call["id"], "type": "function", "function": {"name": fn["name"], "arguments": ""}}
-            out.append(chunk({"tool_calls": [first]}))
-            out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in pieces(fn["arguments"])]
+            head_delta = {"index": i, "id": call["id"], "type": "function"}
+            out.append(chunk({"tool_calls": [{**head_delta, "function": {"name": fn["name"], "arguments": ""}}]}))
+            for p in pieces(fn["arguments"]):
+                out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}))
         out.append(chunk({}, choice["finish_reason"]))
         if include_usage:
             out.append({**head, "choices": [], "usage": completion["usage"]})

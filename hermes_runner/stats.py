@@ -7,7 +7,6 @@ from dataclasses import dataclass, field, fields
 
 from hermes_runner.usage import Usage
 
-
 USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 
 

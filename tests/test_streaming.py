@@ -8,11 +8,12 @@ import json
 import pytest
 from aiohttp import web
 
-from conftest import read_jsonl, run_inprocess, script, write_jsonl
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import ModelCallError
 from hermes_runner.model import Completion, OpenAIChatModel
 from hermes_runner.tools.registry import tools_for
+
+from conftest import read_jsonl, run_inprocess, script, write_jsonl
 
 TOOLS = [t.openai_schema() for t in tools_for(["terminal", "file"])]
 TERM = {"id": "call_t", "name": "terminal", "arguments": {"command": "echo hi"}}
@@ -73,7 +74,9 @@ def test_a_stream_that_breaks_off_is_retried(server):
 
 def test_a_non_retryable_error_in_the_stream_fails_at_once(server):
     with pytest.raises(ModelCallError, match="bad tool schema"):
-        complete(server, script({"fail": [{"status": 400, "midstream": True, "message": "bad tool schema"}], **FINAL}), True)
+        complete(
+            server, script({"fail": [{"status": 400, "midstream": True, "message": "bad tool schema"}], **FINAL}), True
+        )
     assert len(server.requests) == 1
 
 
@@ -140,6 +143,8 @@ def test_a_streamed_run_writes_the_same_trajectories(make_cfg, tmp_path, server)
         run_dir = tmp_path / f"run-{stream}"
         code, _ = run_inprocess(make_cfg(f"model.stream={str(stream).lower()}", dataset=ds), run_dir)
         assert code == 0
-        outs[stream] = [{k: v for k, v in e.items() if k != "metadata"} for e in read_jsonl(run_dir / "trajectories.jsonl")]
+        outs[stream] = [
+            {k: v for k, v in e.items() if k != "metadata"} for e in read_jsonl(run_dir / "trajectories.jsonl")
+        ]
     assert outs[True] == outs[False] and len(outs[True]) == 2
     assert sum(1 for r in server.requests if r.body.get("stream")) == 4
