@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -72,6 +73,12 @@ class ScriptedServerProcess:
         self._ps = psutil.Process(self.proc.pid)
         return self
 
+    def stats(self, reset: bool = False) -> dict:
+        """Calls served and the monotonic times of the first request and last reply (see scripted_server)."""
+        root = self.url.rsplit("/v1", 1)[0]
+        with urllib.request.urlopen(f"{root}/_stats{'?reset=1' if reset else ''}", timeout=10) as resp:
+            return json.load(resp)
+
     def cpu_seconds(self) -> float:
         t = self._ps.cpu_times()
         return t.user + t.system
@@ -88,9 +95,12 @@ class ScriptedServerProcess:
 
 def probe(
     out: Path, args: list[str], log: Path, env: dict | None = None, timeout: float = 1800
-) -> tuple[dict, float, int]:
-    """Run `python -m bench.probe out args...`; return (its usage report, wall seconds, exit code)."""
-    t = time.perf_counter()
+) -> tuple[dict, float, float, int]:
+    """Run `python -m bench.probe out args...`; return (its usage report, start, end, exit code).
+
+    Start and end are `time.monotonic()` readings, comparable with the scripted server's.
+    """
+    start = time.monotonic()
     with log.open("w") as fp:
         proc = subprocess.run(
             [PY, "-m", "bench.probe", str(out), *args],
@@ -100,6 +110,6 @@ def probe(
             env={**os.environ, **(env or {})},
             timeout=timeout,
         )
-    wall = time.perf_counter() - t
+    end = time.monotonic()
     report = json.loads(out.read_text()) if out.exists() else {}
-    return report, wall, proc.returncode
+    return report, start, end, proc.returncode

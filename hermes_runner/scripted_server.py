@@ -23,6 +23,9 @@ chunk format: text fields split into ``chunk_chars`` pieces, tool calls as index
 (id and name first, then argument pieces), a finish chunk, a usage chunk when
 ``stream_options.include_usage`` is set, then ``data: [DONE]``.
 
+``GET /_stats`` tells how many calls were served and when the first came and the last was
+answered (``time.monotonic()``; ``?reset=1`` starts over), for benchmarks.
+
 Run standalone: ``python -m hermes_runner.scripted_server --port 8765 --latency 0.2``
 (``--port 0`` picks a free port; the first line printed holds the URL).
 """
@@ -123,6 +126,8 @@ class ScriptedServer:
         self.requests: list[Seen] = []
         self.attempts: Counter = Counter()
         self.in_flight = 0
+        self.served = 0
+        self.window = [0.0, 0.0]  # time.monotonic() of the first request and of the last reply
         self.max_in_flight = 0
         self._ids = itertools.count()
         self._runner: web.AppRunner | None = None
@@ -141,6 +146,7 @@ class ScriptedServer:
         app = web.Application(client_max_size=64 * 1024**2)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/_stats", self._stats)
         app.router.add_post("/v1/images/generations", self._images)
         app.router.add_get("/v1/files/{name}", self._file)
         return app
@@ -230,6 +236,7 @@ class ScriptedServer:
                 self.requests.append(Seen(body, dict(request.headers), prompt, turn))
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        self.window[0] = self.window[0] or time.monotonic()
         try:
             if self.latency:
                 await asyncio.sleep(self.latency)
@@ -242,6 +249,15 @@ class ScriptedServer:
             return await self._scripted(request, body, prompt, turn)
         finally:
             self.in_flight -= 1
+            self.window[1] = time.monotonic()
+            self.served += 1
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        """Calls served and the (monotonic) times of the first request and last reply; `?reset=1` restarts."""
+        out = {"served": self.served, "first_request": self.window[0], "last_reply": self.window[1]}
+        if request.query.get("reset"):
+            self.served, self.window = 0, [0.0, 0.0]
+        return web.json_response(out)
 
     async def _reply(self, request: web.Request, body: dict, completion: dict) -> web.StreamResponse:
         if not body.get("stream"):
