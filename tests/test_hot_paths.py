@@ -1,14 +1,21 @@
-"""The paths made cheaper for throughput keep their meaning: executor limits, ledger reads, prompt keys."""
+"""The paths made cheaper for throughput keep their meaning: executor, ledger reads, prompt keys, spawning."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import psutil
+import pytest
 
 from hermes_runner import fastjson
 from hermes_runner.dataset import canonical_digest, read_prompts
 from hermes_runner.executor import LocalExecutor
+from hermes_runner.sandbox import spawn
 from hermes_runner.stats import RunStats
 from hermes_runner.store import RunStore, dumps_line
 
@@ -80,3 +87,57 @@ def test_fast_json_round_trips_what_the_stdlib_writes():
     assert fastjson.loads(dumps_line(obj)) == obj
     assert json.loads(fastjson.dumps(obj)) == obj
     assert fastjson.loads(b'{"x": NaN}')["x"] != fastjson.loads(b'{"x": NaN}')["x"]  # NaN, via the stdlib
+
+
+def _run(argv: list[str], timeout: float = 10, limit: int = 10_000, check=None):
+    async def go():
+        with ThreadPoolExecutor(2) as pool:
+            return await spawn.run_command(argv, env=dict(os.environ), cwd=None, timeout=timeout, limit=limit,
+                                           executor=pool, check=check)  # fmt: skip
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("pidfd", [True, False])
+def test_commands_behave_the_same_with_and_without_pidfd(monkeypatch, pidfd):
+    monkeypatch.setattr(spawn, "PIDFD", pidfd and spawn.PIDFD)
+    assert _run(["bash", "-c", "echo out; echo err >&2; exit 3"]) == (3, "out\nerr\n", False)
+    t0 = time.monotonic()
+    code, out, timed_out = _run(["bash", "-c", "echo started; (sleep 30; echo late) & sleep 30"], timeout=0.5)
+    assert (code, out, timed_out) == (124, "started\n", True) and time.monotonic() - t0 < 5
+    code, out, _ = _run(["bash", "-c", "seq 1 100000"], limit=100)
+    assert code == 0 and out.startswith("1\n2\n") and out.rstrip().endswith("100000") and "truncated" in out
+
+    def refuse() -> None:
+        raise ValueError("checked first")
+
+    with pytest.raises(ValueError, match="checked first"):
+        _run(["true"], check=refuse)
+
+
+def test_a_cancelled_command_is_killed_and_reaped():
+    marker = f"hrspawn{os.getpid()}{time.time_ns() % 100000}"
+    fds = len(os.listdir("/proc/self/fd"))
+
+    async def go() -> None:
+        with ThreadPoolExecutor(2) as pool:
+            task = asyncio.ensure_future(
+                spawn.run_command(
+                    ["bash", "-c", f"exec -a {marker} sleep 60"],
+                    env=dict(os.environ),
+                    cwd=None,
+                    timeout=60,
+                    limit=1000,
+                    executor=pool,
+                )  # fmt: skip
+            )
+            await asyncio.sleep(0.5)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(go())
+    time.sleep(0.3)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+    assert not [c for c in psutil.Process().children() if c.status() == psutil.STATUS_ZOMBIE]
+    assert len(os.listdir("/proc/self/fd")) <= fds

@@ -8,35 +8,24 @@ network, so a model's destructive commands cannot touch the host.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
-import signal
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError, ToolError
-from hermes_runner.sandbox.base import SAFE_ENV_KEYS, ExecResult, OutputCap, pid_alive
+from hermes_runner.sandbox.base import SAFE_ENV_KEYS, ExecResult, pid_alive
+from hermes_runner.sandbox.spawn import run_command
 
 log = logging.getLogger(__name__)
-
-READ_CHUNK = 65536
-
 
 def default_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "hermes-runner" / "sandboxes"
-
-
-async def read_capped(stream: asyncio.StreamReader, limit: int) -> str:
-    """Read a stream to its end, keeping at most `limit` chars (head and tail)."""
-    cap = OutputCap(limit)
-    while chunk := await stream.read(READ_CHUNK):
-        cap.feed(chunk)
-    return cap.text()
 
 
 class LocalSandbox:
@@ -60,36 +49,22 @@ class LocalSandbox:
 
     async def run(self, command: str, timeout: float, workdir: str | None = None) -> ExecResult:
         wd = str(self._resolve(workdir)) if workdir else self.cwd
-        if not os.path.isdir(self._host_path(wd)):
-            raise ToolError(f"workdir does not exist: {wd}")
-        proc = await asyncio.create_subprocess_exec(
-            *self._argv(command, wd),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            cwd=self._host_path(wd) if not self._b.bwrap else None,
+        host_wd = self._host_path(wd)
+
+        def check() -> None:
+            if not os.path.isdir(host_wd):
+                raise ToolError(f"workdir does not exist: {wd}")
+
+        code, output, timed_out = await run_command(
+            self._argv(command, wd),
             env=self._env,
-            start_new_session=True,
+            cwd=str(host_wd) if not self._b.bwrap else None,
+            timeout=timeout,
+            limit=self._b.max_output,
+            executor=self._b.pool,
+            check=check,
         )
-        reader = asyncio.ensure_future(read_capped(proc.stdout, self._b.max_output))
-        try:
-            await asyncio.wait_for(proc.wait(), timeout)
-            timed_out = False
-        except TimeoutError:
-            timed_out = True
-        finally:
-            # The whole process group goes: timed-out commands and stray background jobs.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            if proc.returncode is None:
-                with contextlib.suppress(Exception):
-                    await proc.wait()
-        try:
-            output = await asyncio.wait_for(reader, 5)
-        except TimeoutError:
-            reader.cancel()
-            output = ""
-        return ExecResult(124 if timed_out else (proc.returncode or 0), output, timed_out)
+        return ExecResult(code, output, timed_out)
 
     def _resolve(self, path: str) -> Path:
         p = Path(path)
@@ -158,6 +133,8 @@ class LocalBackend:
         self._root = root
         self._dir = root / f"{run_token}-{os.getpid()}"
         self._removals: set[asyncio.Future] = set()
+        # Blocking work (forks, directory creation and removal) runs here, off the event loop.
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="local-sandbox")
 
     async def start(self, images: set[str]) -> dict[str, str]:
         if not self.bwrap:
@@ -177,6 +154,9 @@ class LocalBackend:
                 shutil.rmtree(d, ignore_errors=True)
 
     async def create(self, prompt: Prompt) -> LocalSandbox:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self._create, prompt)
+
+    def _create(self, prompt: Prompt) -> LocalSandbox:
         task = tempfile.mkdtemp(prefix=f"{prompt.key}-", dir=self._dir)
         os.mkdir(f"{task}/tmp")
         taskdir, tmpdir = Path(task), Path(f"{task}/tmp")
@@ -192,7 +172,7 @@ class LocalBackend:
 
     def remove_later(self, taskdir: Path) -> None:
         """Remove a finished prompt's dir in the background: its session need not wait for the disk."""
-        task = asyncio.ensure_future(asyncio.to_thread(shutil.rmtree, taskdir, True))
+        task = asyncio.get_running_loop().run_in_executor(self.pool, shutil.rmtree, taskdir, True)
         self._removals.add(task)
         task.add_done_callback(self._removals.discard)
 
@@ -200,4 +180,5 @@ class LocalBackend:
         if self._removals:
             await asyncio.gather(*self._removals, return_exceptions=True)
         if not self.keep:
-            await asyncio.to_thread(shutil.rmtree, self._dir, True)
+            await asyncio.get_running_loop().run_in_executor(self.pool, shutil.rmtree, self._dir, True)
+        self.pool.shutdown(wait=False)
