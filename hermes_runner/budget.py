@@ -25,8 +25,12 @@ class RunBudget:
 
     def after_call(self, exc: BaseException | None, completion: Completion | None) -> None:
         if completion is not None:
-            self.spent.add(completion.usage)
-            self.check()
+            self.charge(completion.usage)
+
+    def charge(self, usage: Usage) -> None:
+        """Count spend metered elsewhere (e.g. a whole prompt's usage from a remote worker)."""
+        self.spent.add(usage)
+        self.check()
 
     def check(self) -> str | None:
         if self.reason:

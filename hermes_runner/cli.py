@@ -53,6 +53,11 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
     )
     if stats["discarded_by_reason"]:
         console.print("  discarded: " + ", ".join(f"{k} {v}" for k, v in stats["discarded_by_reason"].items()))
+        if stats["discarded_by_reason"].get("no_reasoning") and not p["ok"]:
+            console.print(
+                "  (the model wrote no reasoning in any turn: filters.require_reasoning=false keeps such trajectories;"
+                " the discarded ones are in discarded.jsonl)"
+            )
     if stats["failed_by_error"]:
         console.print("  failed: " + ", ".join(f"{k} {v}" for k, v in stats["failed_by_error"].items()))
     table = Table(title="Tool use (kept trajectories)")
@@ -140,6 +145,8 @@ def _invocation(run: Run, cfg: RunConfig, run_dir: Path, overrides: list[str], c
     except ConfigError as exc:
         log.error("%s", exc)
         error = exc
+    except KeyboardInterrupt:  # Ctrl-C before the run's own handler is in place (e.g. model server starting)
+        run.interrupted = True
     finally:
         try:
             stats = run.finalize(plan)

@@ -52,7 +52,8 @@ class ServeConfig:
     """A model server the runner starts as a child process (embedded/local models)."""
 
     enabled: bool = False
-    # Command to start the server; `{port}`, `{host}`, `{model_path}` and `{python}` are substituted.
+    # Command to start the server; `{port}`, `{host}`, `{model_path}`, `{name}` (model.name) and
+    # `{python}` (this interpreter) are substituted.
     command: list[str] = field(default_factory=list)
     # Path of a GGUF/weights file; `pkg:<dist>/<relpath>` looks it up in site-packages.
     model_path: str | None = None
@@ -60,6 +61,7 @@ class ServeConfig:
     port: int = 0  # 0 = pick a free loopback port
     health_path: str = "/v1/models"
     startup_timeout_s: float = 180.0
+    stop_timeout_s: float = 10.0  # SIGTERM, then SIGKILL after this long
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -95,6 +97,8 @@ class ModelConfig:
     retry_max_wait_s: float = 120.0  # cap on any wait, Retry-After included
     max_tokens_param: str = "max_tokens"  # or max_completion_tokens (newer OpenAI models)
     stream: bool = False  # stream replies (SSE); the trajectories are the same either way
+    tool_choice: str | None = None  # sent with the tools: auto | required | none (None: endpoint default)
+    tool_choice_turns: int | None = None  # send tool_choice only on the first N calls of a prompt (None: every call)
     extra_body: dict[str, Any] = field(default_factory=dict)
     default_headers: dict[str, str] = field(default_factory=dict)
     serve: ServeConfig = field(default_factory=ServeConfig)
@@ -187,6 +191,9 @@ class ExecutorConfig:
     address: str | None = None  # ray: cluster address (None = start a local cluster)
     num_cpus: int | None = None  # ray: CPUs of a local cluster
     sessions_per_worker: int = 32  # ray: sessions multiplexed in one actor
+    cpus_per_worker: float = 1.0  # ray: CPUs reserved per actor (the cluster's CPUs bound the actors)
+    max_restarts: int = 4  # ray: times Ray restarts a dead actor (-1: always)
+    max_redispatch: int = 2  # ray: times a prompt lost with its actor is sent again before it fails
 
 
 @dataclass

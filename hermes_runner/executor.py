@@ -5,7 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Protocol, TypeVar
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from hermes_runner.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hermes_runner.budget import RunBudget
+    from hermes_runner.config import RunConfig
+    from hermes_runner.ratelimit import EndpointLimiter
+    from hermes_runner.worker import WorkerSpec
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -95,3 +104,30 @@ class LocalExecutor:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             self._tasks.clear()
             self._finished.clear()
+
+
+Work = Callable[[Any], Awaitable[Any]]
+
+
+@asynccontextmanager
+async def open_executor(
+    cfg: RunConfig, spec: WorkerSpec, limiter: EndpointLimiter, budget: RunBudget
+) -> AsyncIterator[tuple[Executor, Work]]:
+    """The configured executor and the `work` to map with it (one prompt -> one Outcome).
+
+    In-process, `limiter` and `budget` meter every model call. On Ray, each actor paces its share
+    of the rate limit itself and the budget is charged with each prompt's usage as it comes back.
+    """
+    backend = cfg.executor.backend
+    if backend == "local":
+        from hermes_runner.worker import session_runner
+
+        async with session_runner(spec, hooks=[limiter, budget]) as runner:
+            yield LocalExecutor(cfg.num_workers), runner
+    elif backend == "ray":
+        from hermes_runner.executor_ray import ray_executor
+
+        async with ray_executor(cfg, spec, budget) as (executor, work):
+            yield executor, work
+    else:
+        raise ConfigError(f"unknown executor.backend {backend!r} (local, ray)")

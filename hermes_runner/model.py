@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
 import json
 import logging
@@ -12,15 +11,17 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+import httpx2
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from hermes_runner import fastjson
-from hermes_runner.chat_http import ChatHttp
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import BrokenStream, ConfigError, EmptyResponse, ModelCallError
 from hermes_runner.reasoning import split_reasoning
 from hermes_runner.usage import Usage, fill_cost
+
+CHAT_PATH = "/chat/completions"
 
 log = logging.getLogger(__name__)
 
@@ -145,20 +146,6 @@ class StreamAccumulator:
         self.finish_reason: str | None = None
         self.usage: dict | None = None
         self.choices = 0  # chunks that carried a choice
-
-    def feed(self, data: str) -> bool:
-        """Take the data of one server-sent event; True at the end of the stream."""
-        data = data.strip()
-        if data == "[DONE]":
-            return True
-        try:
-            chunk = fastjson.loads(data)
-        except ValueError:
-            raise BrokenStream(f"unreadable stream chunk: {data[:200]}") from None
-        if not isinstance(chunk, dict):
-            raise BrokenStream(f"unexpected stream chunk: {data[:200]}")
-        self.add(chunk)
-        return False
 
     def add(self, chunk: dict) -> None:
         if chunk.get("error"):
@@ -301,52 +288,62 @@ class OpenAIChatModel:
     ):
         self.cfg = model
         self._params, self._extra = request_extras(model, provider, reasoning, max_tokens)
-        # One shared keep-alive pool for every chat call; no retries below tenacity's.
-        self._base_url = base_url or model.base_url
-        self._api_key = resolve_api_key(model)
-        self._http = ChatHttp(
-            self._base_url,
-            self._api_key,
-            dict(model.default_headers or {}),
-            model.timeout_s,
-            pool_size=pool_size + 16,
+        # One SDK client (aiohttp transport, one keep-alive pool) for every call; no retries below tenacity's.
+        self.client = openai.AsyncOpenAI(
+            api_key=resolve_api_key(model),
+            base_url=base_url or model.base_url,
+            max_retries=0,
+            timeout=model.timeout_s,
+            default_headers=dict(model.default_headers or {}) or None,
+            http_client=openai.DefaultAioHttpClient(
+                limits=httpx2.Limits(max_connections=pool_size + 16, max_keepalive_connections=pool_size + 16),
+            ),
         )
-        self._client: openai.AsyncOpenAI | None = None
         self.hooks: list = []  # e.g. a rate limiter: `await before_call(estimated_tokens)`, `after_call(exc, completion)`
 
-    @property
-    def client(self) -> openai.AsyncOpenAI:
-        """The SDK client for other calls to the endpoint (e.g. listing models); chat calls use the pool above."""
-        if self._client is None:
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                max_retries=0,
-                timeout=self.cfg.timeout_s,
-                default_headers=dict(self.cfg.default_headers or {}) or None,
-            )
-        return self._client
-
-    def request_body(self, messages: list[dict], tools: list[dict]) -> bytes:
+    def request_body(self, messages: list[dict], tools: list[dict]) -> dict:
         """The JSON body of one chat-completions call (extra_body last, so it wins, as in the SDK)."""
         body: dict = {"model": self.cfg.name, "messages": [api_message(m) for m in messages], **self._params}
         if tools:
             body["tools"] = tools
+            if self.cfg.tool_choice and self._forces_tools(messages):
+                body["tool_choice"] = self.cfg.tool_choice
         if self.cfg.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         body.update(self._extra)
-        return fastjson.dumps(body)
+        return body
 
-    async def _post(self, content: bytes) -> Completion:
-        """One HTTP call; a streamed reply is added up into the same Completion."""
+    def _forces_tools(self, messages: list[dict]) -> bool:
+        """Whether tool_choice applies to this call (`tool_choice_turns` limits it to the first calls)."""
+        if self.cfg.tool_choice_turns is None:
+            return True
+        return sum(m["role"] == "assistant" for m in messages) < self.cfg.tool_choice_turns
+
+    async def _post(self, body: dict) -> Completion:
+        """One call through the SDK's raw request path (no per-call params models); a stream is added up."""
         if not self.cfg.stream:
-            return parse_completion(fastjson.loads(await self._http.post(content)))
+            raw = await self.client.post(CHAT_PATH, cast_to=httpx2.Response, body=body)
+            return parse_completion(fastjson.loads(raw.content))
         acc = StreamAccumulator()
-        async with contextlib.aclosing(self._http.events(content)) as events:
-            async for data in events:
-                if acc.feed(data):
-                    break
+        stream = await self.client.post(
+            CHAT_PATH, cast_to=dict, body=body, stream=True, stream_cls=openai.AsyncStream[dict]
+        )
+        try:
+            async for chunk in stream:
+                if isinstance(chunk, dict):
+                    acc.add(chunk)
+                else:
+                    raise BrokenStream(f"unexpected stream chunk: {str(chunk)[:200]}")
+        except (openai.APIStatusError, openai.APIConnectionError):
+            raise
+        except openai.APIError as exc:  # an error event inside the stream
+            code = exc.body.get("code") if isinstance(exc.body, dict) else None
+            raise BrokenStream(f"error in the stream: {exc.message}", code if isinstance(code, int) else None) from exc
+        except ValueError as exc:
+            raise BrokenStream(f"unreadable stream chunk: {exc}") from exc
+        finally:
+            await stream.close()
         return parse_completion(acc.body())
 
     async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
@@ -389,9 +386,7 @@ class OpenAIChatModel:
         log.info("model call failed (%s); retry %d in %.2fs", _short(exc), state.attempt_number, wait)
 
     async def aclose(self) -> None:
-        await self._http.aclose()
-        if self._client is not None:
-            await self._client.close()
+        await self.client.close()
 
 
 def _short(exc: BaseException | None) -> str:

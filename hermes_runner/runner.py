@@ -25,13 +25,13 @@ from hermes_runner.budget import RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
 from hermes_runner.dataset import Prompt, Rejected, read_prompts
 from hermes_runner.errors import ConfigError
-from hermes_runner.executor import Executor, LocalExecutor
+from hermes_runner.executor import Executor, Work, open_executor
 from hermes_runner.model import OpenAIChatModel
 from hermes_runner.progress import RunProgress
 from hermes_runner.ratelimit import EndpointLimiter
 from hermes_runner.sandbox import make_backend
 from hermes_runner.serve import serving
-from hermes_runner.session import Failure, Outcome, SessionRunner
+from hermes_runner.session import Failure, Outcome
 from hermes_runner.stats import RunStats
 from hermes_runner.store import (
     LedgerState,
@@ -44,6 +44,7 @@ from hermes_runner.store import (
     with_prompt_index,
 )
 from hermes_runner.tools.registry import tool_names, toolset_names
+from hermes_runner.worker import WorkerSpec
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ CHECKPOINT_EVERY_S = 10.0
 DATA_KEYS = (
     "dataset_file", "model.name", "distribution", "seed", "max_turns", "max_tokens", "reasoning",
     "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
-    "sandbox.backend", "sandbox.image",
+    "sandbox.backend", "sandbox.image", "shard.index", "shard.count",
 )  # fmt: skip
 
 
@@ -261,6 +262,7 @@ class Run:
         self.limiter: EndpointLimiter | None = None
         self.executor: Executor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._main: asyncio.Task | None = None
         self.progress: RunProgress | None = None
         self.batch_left: dict[int, int] = {}  # open batches: prompts still to record (from _batch_total at first)
         self._first_batch = self._to_run = 0
@@ -312,18 +314,19 @@ class Run:
         return "\n".join(lines)
 
     async def execute(self, plan: Plan) -> None:
+        self._loop, self._main = asyncio.get_running_loop(), asyncio.current_task()
+        try:
+            await self._execute(plan)
+        except asyncio.CancelledError:
+            if not self.interrupted:
+                raise
+            log.warning("interrupted while starting: nothing was run")
+
+    async def _execute(self, plan: Plan) -> None:
         cfg = self.cfg
         async with serving(cfg.model, self.dir) as served_url:
-            backend = make_backend(cfg.sandbox, cfg.run_name, str(self.dir))
-            unavailable = await backend.start(set(plan.images))
-            for image, reason in unavailable.items():
-                log.error("image %s unavailable (%d prompts will fail): %s", image, plan.images[image], reason)
-            model = OpenAIChatModel(
-                cfg.model, cfg.provider, cfg.reasoning, cfg.max_tokens, pool_size=cfg.num_workers, base_url=served_url
-            )
             self.limiter = EndpointLimiter(cfg.model.rate_limit, cfg.num_workers)
             self.budget = RunBudget(cfg.limits, self.stats.usage, self._budget_exhausted)
-            model.hooks += [self.limiter, self.budget]
             settings = AgentSettings(
                 max_turns=cfg.max_turns,
                 system_prompt=cfg.system_prompt,
@@ -335,21 +338,18 @@ class Run:
                 verbose=cfg.verbose,
                 log_prefix_chars=cfg.log_prefix_chars,
             )
-            dropped = self.toolsets_dropped
-            services = tool_services.ToolServices(cfg, set(tool_services.drawable(cfg)) - set(dropped), served_url)
-            runner = SessionRunner(cfg, model, backend, settings, unavailable, services.by_toolset, dropped)
-            try:
-                await self._drive(plan, runner)
-            finally:
-                await model.aclose()
-                await services.aclose()
-                await backend.shutdown()
+            spec = WorkerSpec(
+                cfg, str(self.dir), settings, served_url, dict(plan.images), cfg.num_workers, dict(self.toolsets_dropped)
+            )
+            async with open_executor(cfg, spec, self.limiter, self.budget) as (executor, work):
+                self.executor = executor
+                await self._drive(plan, work)
 
-    async def _drive(self, plan: Plan, runner: SessionRunner) -> None:
+    async def _drive(self, plan: Plan, work: Work) -> None:
         cfg = self.cfg
         if self.interrupted or self.budget_stop:
             return
-        self.executor = executor = LocalExecutor(cfg.num_workers)
+        executor = self.executor
         self.limiter.on_concurrency = executor.set_limit
         first_batch = self._first_batch = self.state.next_batch
         self._to_run = plan.to_run
@@ -365,7 +365,7 @@ class Run:
         self.progress = RunProgress(cfg.run_name, plan.to_run, enabled=cfg.progress, status=self.limiter.describe)
         try:
             with self.progress:
-                async for outcome in executor.map_unordered(runner, items()):
+                async for outcome in executor.map_unordered(work, items()):
                     self._record(outcome, batch_of.pop(outcome.prompt.key))
         finally:
             syncer.cancel()
@@ -441,6 +441,8 @@ class Run:
             os.write(2, b"interrupted: cancelling in-flight prompts and saving progress (again to exit now)\n")
             if self._loop is not None and self.executor is not None:
                 self._loop.call_soon_threadsafe(self.executor.cancel)
+            elif self._loop is not None and self._main is not None:
+                self._loop.call_soon_threadsafe(self._main.cancel)  # still starting (model server, images, ...)
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, on_signal)

@@ -1,13 +1,17 @@
-"""Serve a local model as a child process for the length of a run."""
+"""Serve a local model as a child process for the length of a run.
+
+The server runs under `serve_guard.py`, which stops it (and anything it started) when the run
+ends, is interrupted, crashes or is killed with SIGKILL.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
+import http.client
 import logging
 import os
-import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -15,12 +19,18 @@ import sysconfig
 import time
 import urllib.request
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 
 from hermes_runner.config import ModelConfig
 from hermes_runner.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+GUARD = Path(__file__).with_name("serve_guard.py")
+LOG_NAME = "model_server.log"
+# Loopback health checks must not go through an HTTP proxy from the environment.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -45,23 +55,42 @@ def resolve_model_path(spec: str) -> Path:
     return path
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL when the runner dies, even by kill -9 (Linux)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def server_argv(model: ModelConfig, port: int) -> list[str]:
+    """The server command with its placeholders filled in."""
+    s = model.serve
+    if not s.command:
+        raise ConfigError("model.serve.enabled=true needs model.serve.command")
+    subs = {"port": str(port), "host": s.host, "python": sys.executable, "name": model.name}
+    if s.model_path:
+        subs["model_path"] = str(resolve_model_path(s.model_path))
+    try:
+        argv = [part.format(**subs) for part in s.command]
+    except KeyError as exc:
+        name = exc.args[0]
+        hint = " (set model.serve.model_path)" if name == "model_path" else ""
+        raise ConfigError(f"model.serve.command uses the placeholder {{{name}}}, which has no value{hint}") from None
+    # Also look beside this interpreter: a server installed in the same venv (vllm, ...) is found
+    # when the runner is started as .venv/bin/python without activating the venv.
+    search = os.pathsep.join([os.environ.get("PATH", os.defpath), str(Path(sys.executable).parent)])
+    exe = shutil.which(argv[0], path=search)
+    if exe is None:
+        raise ConfigError(f"model server command not found: {argv[0]!r} (is it installed and on PATH?)")
+    return [exe, *argv[1:]]
 
 
-def _tail(path: Path, n: int = 30) -> str:
-    with contextlib.suppress(OSError):
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+def _tail(path: Path, start: int, n: int = 30) -> str:
+    """The last `n` lines written to `path` from byte `start` on (read from its last 64 KiB)."""
+    with contextlib.suppress(OSError), path.open("rb") as f:
+        f.seek(max(start, f.seek(0, os.SEEK_END) - 65536))
+        return "\n".join(f.read().decode(errors="replace").splitlines()[-n:])
     return ""
 
 
 def _healthy(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2) as r:
+        with _DIRECT.open(url, timeout=2) as r:
             return 200 <= r.status < 300
-    except Exception:
+    except (OSError, http.client.HTTPException):
         return False
 
 
@@ -73,56 +102,66 @@ async def serving(model: ModelConfig, log_dir: Path) -> AsyncIterator[str | None
         yield None
         return
     port = s.port or free_port(s.host)
-    subs = {"port": str(port), "host": s.host, "python": sys.executable}
-    if s.model_path:
-        subs["model_path"] = str(resolve_model_path(s.model_path))
-    try:
-        argv = [part.format(**subs) for part in s.command]
-    except KeyError as exc:
-        raise ConfigError(f"model.serve.command uses an unknown placeholder {exc}") from None
-    if not argv:
-        raise ConfigError("model.serve.enabled=true needs model.serve.command")
-    log_path = log_dir / "model_server.log"
+    argv = server_argv(model, port)
+    log_path = Path(log_dir) / LOG_NAME
     env = {**os.environ, **{k: str(v) for k, v in s.env.items()}}
-    log.info("starting model server: %s", " ".join(argv))
+    log.info("starting model server (log: %s): %s", log_path, " ".join(argv))
     with log_path.open("ab") as out:
-        try:
-            proc = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, preexec_fn=_die_with_parent, start_new_session=True,
-            )
-        except OSError as exc:
-            raise ConfigError(f"cannot start the model server {argv[0]!r}: {exc}") from None
+        start = out.tell()
+        out.write(f"==== {datetime.now().isoformat(timespec='seconds')} {' '.join(argv)}\n".encode())
+        out.flush()
+        guard = subprocess.Popen(  # noqa: ASYNC220 (fork+exec: does not block the loop noticeably)
+            [sys.executable, "-P", str(GUARD), "--stop-timeout", str(s.stop_timeout_s), "--", *argv],
+            stdin=subprocess.PIPE,  # the guard's lifeline: it stops the server when this closes
+            stdout=out, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,  # Ctrl-C reaches the runner only; the runner stops the server
+        )  # fmt: skip
+    watcher: asyncio.Task | None = None
     try:
         base = f"http://{s.host}:{port}"
-        health = base + s.health_path
-        deadline = time.monotonic() + s.startup_timeout_s
-        while not await asyncio.to_thread(_healthy, health):
-            if proc.poll() is not None:
-                raise ConfigError(
-                    f"the model server exited with code {proc.returncode} before it was ready; "
-                    f"last lines of {log_path}:\n{_tail(log_path)}"
-                )
-            if time.monotonic() > deadline:
-                raise ConfigError(
-                    f"the model server was not healthy at {health} after {s.startup_timeout_s:g}s; "
-                    f"last lines of {log_path}:\n{_tail(log_path)}"
-                )
-            await asyncio.sleep(0.25)
-        log.info("model server ready at %s (pid %d)", base, proc.pid)
+        await _wait_healthy(guard, base + s.health_path, s.startup_timeout_s, log_path, start)
+        log.info("model server ready at %s (guard pid %d)", base, guard.pid)
+        watcher = asyncio.ensure_future(_watch(guard, log_path, start))
         yield base + "/v1"
     finally:
-        await asyncio.to_thread(_stop, proc)
+        if watcher:
+            watcher.cancel()
+        await asyncio.to_thread(_stop, guard, s.stop_timeout_s)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
+async def _wait_healthy(guard: subprocess.Popen, url: str, timeout: float, log_path: Path, start: int) -> None:
+    started = time.monotonic()
+    while not await asyncio.to_thread(_healthy, url):
+        if guard.poll() is not None:
+            raise ConfigError(
+                f"the model server exited with code {guard.returncode} before it was ready; "
+                f"last lines of {log_path}:\n{_tail(log_path, start)}"
+            )
+        if time.monotonic() - started > timeout:
+            raise ConfigError(
+                f"the model server was not healthy at {url} after {timeout:g}s "
+                f"(model.serve.startup_timeout_s); last lines of {log_path}:\n{_tail(log_path, start)}"
+            )
+        await asyncio.sleep(0.25)
+    log.debug("model server healthy after %.1fs", time.monotonic() - started)
+
+
+async def _watch(guard: subprocess.Popen, log_path: Path, start: int) -> None:
+    """Say loudly, once, if the server dies during the run (its prompts then fail and a rerun retries them)."""
+    while guard.poll() is None:
+        await asyncio.sleep(0.5)
+    log.error(
+        "the model server exited with code %s during the run; last lines of %s:\n%s",
+        guard.returncode, log_path, _tail(log_path, start),
+    )  # fmt: skip
+
+
+def _stop(guard: subprocess.Popen, timeout: float) -> None:
+    """Close the guard's lifeline (it stops the server) and wait; kill the guard if it hangs."""
+    with contextlib.suppress(OSError):
+        guard.stdin.close()
     try:
-        proc.wait(10)
+        guard.wait(timeout + 10)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        guard.kill()  # the server gets SIGKILL with it (PR_SET_PDEATHSIG)
+        guard.wait()

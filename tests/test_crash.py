@@ -133,7 +133,9 @@ def test_second_ctrl_c_exits_at_once(server, tmp_path):
         return found
 
     log = tmp_path / "cli.log"
-    args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4", "model.serve.enabled=true", serve)
+    args = cli_args(
+        server, tmp_path, ds, run_dir, "num_workers=4", "model.serve.enabled=true", "model.serve.stop_timeout_s=5", serve
+    )
     proc = start(args, log)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and "model server ready" not in log.read_text():
@@ -149,5 +151,8 @@ def test_second_ctrl_c_exits_at_once(server, tmp_path):
     text = log.read_text()
     assert "second interrupt" in text
     assert not (run_dir / "statistics.json").exists()  # exited at once, before finalizing
-    time.sleep(0.5)
+    # The server ignores SIGTERM: the guard kills it after model.serve.stop_timeout_s (5 s here).
+    deadline = time.monotonic() + 15
+    while servers() and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not servers(), "the model server outlived the runner"

@@ -1,0 +1,56 @@
+"""The parts one process needs to run sessions, built from plain (picklable) values.
+
+The driver builds them in-process for the local executor; a Ray actor builds its own from
+the same `WorkerSpec`, because clients and sandbox backends cannot cross a process boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+
+from hermes_runner import services as tool_services
+from hermes_runner.agent import AgentSettings
+from hermes_runner.config import RunConfig
+from hermes_runner.model import OpenAIChatModel
+from hermes_runner.sandbox import make_backend
+from hermes_runner.session import SessionRunner
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerSpec:
+    """Everything needed to build a SessionRunner anywhere: config and plain values only."""
+
+    cfg: RunConfig
+    run_dir: str
+    settings: AgentSettings
+    base_url: str | None = None  # a served model's URL (None: cfg.model.base_url)
+    images: dict[str, int] = field(default_factory=dict)  # image -> prompts that need it
+    pool_size: int = 4  # HTTP connections of this process's model client
+    toolsets_dropped: dict[str, str] = field(default_factory=dict)  # toolset -> missing backend: never offered
+    rate_share: float = 1.0  # this process's share of model.rate_limit (1/actors on Ray)
+
+
+@asynccontextmanager
+async def session_runner(spec: WorkerSpec, hooks: Sequence[object] = ()) -> AsyncIterator[SessionRunner]:
+    """Start the sandbox backend, the model client (with model-call `hooks`) and the tool services; close all on exit."""
+    cfg = spec.cfg
+    async with AsyncExitStack() as stack:
+        backend = make_backend(cfg.sandbox, cfg.run_name, spec.run_dir)
+        unavailable = await backend.start(set(spec.images))
+        stack.push_async_callback(backend.shutdown)
+        for image, reason in unavailable.items():
+            log.error("image %s unavailable (%d prompts will fail): %s", image, spec.images.get(image, 0), reason)
+        model = OpenAIChatModel(
+            cfg.model, cfg.provider, cfg.reasoning, cfg.max_tokens, pool_size=spec.pool_size, base_url=spec.base_url
+        )
+        stack.push_async_callback(model.aclose)
+        model.hooks += list(hooks)
+        dropped = spec.toolsets_dropped
+        services = tool_services.ToolServices(cfg, set(tool_services.drawable(cfg)) - set(dropped), spec.base_url)
+        stack.push_async_callback(services.aclose)
+        yield SessionRunner(cfg, model, backend, spec.settings, unavailable, services.by_toolset, dropped)
