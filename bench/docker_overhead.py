@@ -76,7 +76,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     args = ap.parse_args()
     print(f"image {args.image}, {args.n} prompts per setting, {args.workers} in flight for throughput")
-    print(f"{'pool':>4} {'ours p50':>9} {'ours p95':>9} {'bare p50':>9} {'bare p95':>9} {'p50 ratio':>9} {'p95 ratio':>9} {'prompts/s':>9}")
+    print(
+        f"{'pool':>4} {'ours p50':>9} {'ours p95':>9} {'bare p50':>9} {'bare p95':>9} {'p50 ratio':>9} {'p95 ratio':>9} {'prompts/s':>9}"
+    )
     for pool in (int(x) for x in args.pool.split(",")):
         ours, bare, rate = asyncio.run(measure(args.image, args.n, pool, args.workers))
         o50, o95, b50, b95 = pct(ours, 0.5), pct(ours, 0.95), pct(bare, 0.5), pct(bare, 0.95)

@@ -96,7 +96,9 @@ class ModelConfig:
     retry_initial_wait_s: float = 1.0  # first backoff when the server gives no Retry-After
     retry_max_wait_s: float = 120.0  # cap on any wait, Retry-After included
     max_tokens_param: str = "max_tokens"  # or max_completion_tokens (newer OpenAI models)
+    stream: bool = False  # stream replies (SSE); the trajectories are the same either way
     tool_choice: str | None = None  # sent with the tools: auto | required | none (None: endpoint default)
+    tool_choice_turns: int | None = None  # send tool_choice only on the first N calls of a prompt (None: every call)
     extra_body: dict[str, Any] = field(default_factory=dict)
     default_headers: dict[str, str] = field(default_factory=dict)
     serve: ServeConfig = field(default_factory=ServeConfig)

@@ -92,7 +92,9 @@ def read_prompts(
     index = 0
     with path.open("rb") as fp:
         lines = _LineCounter(fp)
-        reader = jsonlines.Reader(lines)
+        # The stdlib parser, always: jsonlines would pick orjson when installed, which reads
+        # integers beyond 64 bits as floats and would change those rows' keys.
+        reader = jsonlines.Reader(lines, loads=json.loads)
         while max_samples is None or index < max_samples:
             try:
                 obj = reader.read()

@@ -31,6 +31,14 @@ class EmptyResponse(RunnerError):
     """The endpoint answered without choices; retried like a transient error."""
 
 
+class BrokenStream(RunnerError):
+    """A streamed reply broke off with an error event or unreadable data; retried unless its status says not."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
 class PromptTimeout(RunnerError):
     """A prompt exceeded its wall-clock limit."""
 

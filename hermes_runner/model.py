@@ -1,4 +1,4 @@
-"""Chat model client: the official `openai` SDK, retries through `tenacity` only."""
+"""Chat model client: OpenAI-compatible calls (the `openai` SDK's error types), retries through `tenacity` only."""
 
 from __future__ import annotations
 
@@ -15,10 +15,13 @@ import httpx2
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from hermes_runner import fastjson
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
-from hermes_runner.errors import ConfigError, EmptyResponse, ModelCallError
+from hermes_runner.errors import BrokenStream, ConfigError, EmptyResponse, ModelCallError
 from hermes_runner.reasoning import split_reasoning
 from hermes_runner.usage import Usage, fill_cost
+
+CHAT_PATH = "/chat/completions"
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,8 @@ class ChatModel(Protocol):
 def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, (openai.APIConnectionError, EmptyResponse)):  # includes APITimeoutError
         return True
+    if isinstance(exc, BrokenStream):
+        return exc.status is None or exc.status in RETRYABLE_STATUS or exc.status >= 500
     if isinstance(exc, openai.APIStatusError):
         if exc.status_code == 429 and "exceeded your current quota" in str(exc).lower():
             return False  # out of credit: waiting does not help
@@ -131,6 +136,78 @@ def parse_completion(body: dict) -> Completion:
     return Completion(msg, choice.get("finish_reason"), usage)
 
 
+class StreamAccumulator:
+    """Adds up the server-sent chunks of a streamed chat completion into one non-streamed body."""
+
+    def __init__(self) -> None:
+        self.text: dict[str, list[str]] = {"content": [], "reasoning": [], "reasoning_content": []}
+        self.details: dict[int, dict] = {}  # reasoning_details blocks by index
+        self.calls: dict[int, dict] = {}  # tool calls by index
+        self.finish_reason: str | None = None
+        self.usage: dict | None = None
+        self.choices = 0  # chunks that carried a choice
+
+    def add(self, chunk: dict) -> None:
+        if chunk.get("error"):
+            err = chunk["error"]
+            message = err.get("message") if isinstance(err, dict) else str(err)
+            code = err.get("code") if isinstance(err, dict) else None
+            raise BrokenStream(f"error in the stream: {message}", code if isinstance(code, int) else None)
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            self.choices += 1
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+            for name, parts in self.text.items():
+                piece = delta.get(name)
+                if isinstance(piece, str) and piece:
+                    parts.append(piece)
+            for i, block in enumerate(delta.get("reasoning_details") or []):
+                if isinstance(block, dict):
+                    _merge(self.details.setdefault(block.get("index", i), {}), block, ("text", "summary", "data"))
+            for i, call in enumerate(delta.get("tool_calls") or []):
+                acc = self.calls.setdefault(call.get("index", i), {"function": {}})
+                for key in ("id", "type"):
+                    if call.get(key) and not acc.get(key):
+                        acc[key] = call[key]
+                fn = call.get("function") or {}
+                name = fn.get("name")
+                if name and name != acc["function"].get("name"):  # some servers repeat the whole name
+                    acc["function"]["name"] = acc["function"].get("name", "") + name
+                args = fn.get("arguments")
+                if args:
+                    acc["function"]["arguments"] = acc["function"].get("arguments", "") + (
+                        args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+                    )
+
+    def body(self) -> dict:
+        """The equivalent non-streamed response body (for parse_completion)."""
+        if not self.choices:
+            return {"choices": [], "usage": self.usage}
+        msg: dict = {"role": "assistant", "content": "".join(self.text["content"]) or None}
+        for name in ("reasoning", "reasoning_content"):
+            if self.text[name]:
+                msg[name] = "".join(self.text[name])
+        if self.details:
+            msg["reasoning_details"] = [self.details[i] for i in sorted(self.details)]
+        if self.calls:
+            msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        return {"choices": [{"message": msg, "finish_reason": self.finish_reason}], "usage": self.usage}
+
+
+def _merge(acc: dict, delta: dict, concat: tuple[str, ...]) -> None:
+    """Merge one delta into a block: the `concat` fields grow, the others take the latest value."""
+    for key, value in delta.items():
+        if key in concat and isinstance(value, str):
+            acc[key] = acc.get(key, "") + value
+        elif value is not None:
+            acc[key] = value
+
+
 def api_message(msg: dict) -> dict:
     """A history message as sent to the endpoint (our own bookkeeping fields removed)."""
     if msg["role"] != "assistant":
@@ -211,27 +288,66 @@ class OpenAIChatModel:
     ):
         self.cfg = model
         self._params, self._extra = request_extras(model, provider, reasoning, max_tokens)
-        http = openai.DefaultAsyncHttpx2Client(
-            limits=httpx2.Limits(max_connections=pool_size + 16, max_keepalive_connections=pool_size + 16),
-        )
+        # One SDK client (aiohttp transport, one keep-alive pool) for every call; no retries below tenacity's.
         self.client = openai.AsyncOpenAI(
             api_key=resolve_api_key(model),
             base_url=base_url or model.base_url,
-            max_retries=0,  # one retry layer: tenacity below
+            max_retries=0,
             timeout=model.timeout_s,
             default_headers=dict(model.default_headers or {}) or None,
-            http_client=http,
+            http_client=openai.DefaultAioHttpClient(
+                limits=httpx2.Limits(max_connections=pool_size + 16, max_keepalive_connections=pool_size + 16),
+            ),
         )
         self.hooks: list = []  # e.g. a rate limiter: `await before_call(estimated_tokens)`, `after_call(exc, completion)`
 
-    async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
-        kwargs = dict(self._params)
+    def request_body(self, messages: list[dict], tools: list[dict]) -> dict:
+        """The JSON body of one chat-completions call (extra_body last, so it wins, as in the SDK)."""
+        body: dict = {"model": self.cfg.name, "messages": [api_message(m) for m in messages], **self._params}
         if tools:
-            kwargs["tools"] = tools
-            if self.cfg.tool_choice:
-                kwargs["tool_choice"] = self.cfg.tool_choice
-        if self._extra:
-            kwargs["extra_body"] = self._extra
+            body["tools"] = tools
+            if self.cfg.tool_choice and self._forces_tools(messages):
+                body["tool_choice"] = self.cfg.tool_choice
+        if self.cfg.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        body.update(self._extra)
+        return body
+
+    def _forces_tools(self, messages: list[dict]) -> bool:
+        """Whether tool_choice applies to this call (`tool_choice_turns` limits it to the first calls)."""
+        if self.cfg.tool_choice_turns is None:
+            return True
+        return sum(m["role"] == "assistant" for m in messages) < self.cfg.tool_choice_turns
+
+    async def _post(self, body: dict) -> Completion:
+        """One call through the SDK's raw request path (no per-call params models); a stream is added up."""
+        if not self.cfg.stream:
+            raw = await self.client.post(CHAT_PATH, cast_to=httpx2.Response, body=body)
+            return parse_completion(fastjson.loads(raw.content))
+        acc = StreamAccumulator()
+        stream = await self.client.post(
+            CHAT_PATH, cast_to=dict, body=body, stream=True, stream_cls=openai.AsyncStream[dict]
+        )
+        try:
+            async for chunk in stream:
+                if isinstance(chunk, dict):
+                    acc.add(chunk)
+                else:
+                    raise BrokenStream(f"unexpected stream chunk: {str(chunk)[:200]}")
+        except (openai.APIStatusError, openai.APIConnectionError):
+            raise
+        except openai.APIError as exc:  # an error event inside the stream
+            code = exc.body.get("code") if isinstance(exc.body, dict) else None
+            raise BrokenStream(f"error in the stream: {exc.message}", code if isinstance(code, int) else None) from exc
+        except ValueError as exc:
+            raise BrokenStream(f"unreadable stream chunk: {exc}") from exc
+        finally:
+            await stream.close()
+        return parse_completion(acc.body())
+
+    async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
+        content = self.request_body(messages, tools)
         retries = -1
         estimate = sum(len(str(m.get("content") or "")) for m in messages) / 4 + 1
         retrying = AsyncRetrying(
@@ -248,10 +364,7 @@ class OpenAIChatModel:
                     for h in self.hooks:
                         await h.before_call(estimate)
                     try:
-                        raw = await self.client.chat.completions.with_raw_response.create(
-                            model=self.cfg.name, messages=[api_message(m) for m in messages], **kwargs
-                        )
-                        completion = parse_completion(json.loads(raw.content))
+                        completion = await self._post(content)
                     except BaseException as exc:
                         for h in self.hooks:
                             h.after_call(exc, None)
@@ -260,7 +373,7 @@ class OpenAIChatModel:
                         h.after_call(None, completion)
         except openai.APIStatusError as exc:
             raise ModelCallError(_describe(exc, retries), exc.status_code) from exc
-        except (openai.APIConnectionError, EmptyResponse) as exc:
+        except (openai.APIConnectionError, EmptyResponse, BrokenStream) as exc:
             raise ModelCallError(_describe(exc, retries)) from exc
         completion.retries = retries
         fill_cost(completion.usage, self.cfg.price)

@@ -264,7 +264,8 @@ class Run:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task | None = None
         self.progress: RunProgress | None = None
-        self.batch_left: Counter = Counter()
+        self.batch_left: dict[int, int] = {}  # open batches: prompts still to record (from _batch_total at first)
+        self._first_batch = self._to_run = 0
         self.toolsets_dropped: dict[str, str] = {}  # toolset -> missing backend
 
     # -- setup -----------------------------------------------------------------------
@@ -350,9 +351,8 @@ class Run:
             return
         executor = self.executor
         self.limiter.on_concurrency = executor.set_limit
-        first_batch = self.state.next_batch
-        for n in range(plan.to_run):
-            self.batch_left[first_batch + n // cfg.batch_size] += 1
+        first_batch = self._first_batch = self.state.next_batch
+        self._to_run = plan.to_run
         batch_of: dict[str, int] = {}
 
         def items() -> Iterator[Prompt]:
@@ -400,8 +400,9 @@ class Run:
             self.stats.add(rec)
             if cfg.verbose:
                 log.info("prompt %d %s%s", p.index, status, f" ({reason})" if reason else "")
-        self.batch_left[batch] -= 1
-        if self.batch_left[batch] <= 0:
+        left = self.batch_left[batch] = self.batch_left.get(batch, self._batch_total(batch)) - 1
+        if left <= 0:
+            del self.batch_left[batch]
             self.store.close_batch(batch)
         if self.progress:
             self.progress.advance(status, outcome.usage, self.executor.in_flight if self.executor else 0)
@@ -413,6 +414,10 @@ class Run:
             log.warning("budget: %s; no new prompt starts, in-flight prompts finish", reason)
         if self.executor:
             self.executor.stop()
+
+    def _batch_total(self, batch: int) -> int:
+        """How many of this invocation's prompts go to `batch` (all full but the last)."""
+        return min(self.cfg.batch_size, self._to_run - (batch - self._first_batch) * self.cfg.batch_size)
 
     async def _sync_loop(self) -> None:
         last_ckpt = time.monotonic()

@@ -8,7 +8,9 @@ The reply to each chat-completions request depends on the conversation so far:
   ``reasoning`` with ``reasoning_field`` (reasoning | reasoning_content | reasoning_details
   | think | scratchpad), ``finish_reason``, ``sleep`` (seconds), ``usage``, ``cost``, and
   ``fail``: a list of error replies (``{"status", "retry_after", "message"}``) returned
-  for the first attempts of that step.
+  for the first attempts of that step; with ``"midstream": true`` (streaming requests) the
+  reply starts as 200 and breaks off after a few chunks, with an error event or, with
+  ``"cut": true``, by closing the connection.
 * Without a script: call ``terminal`` once (when offered) with ``echo``, then answer. A last
   user message with images (``image_url`` data URLs) is answered with what they are: type,
   size in pixels, bytes and sha256 prefix, so vision tools can be checked end to end.
@@ -16,7 +18,16 @@ The reply to each chat-completions request depends on the conversation so far:
 ``POST /v1/images/generations`` returns a solid-colour PNG of the requested size (colour
 from the prompt's hash), as ``b64_json`` or as a ``url`` served by this server.
 
-Run standalone: ``python -m hermes_runner.scripted_server --port 8765 --latency 0.2``.
+A request with ``"stream": true`` gets the same reply as server-sent events in the OpenAI
+chunk format: text fields split into ``chunk_chars`` pieces, tool calls as indexed deltas
+(id and name first, then argument pieces), a finish chunk, a usage chunk when
+``stream_options.include_usage`` is set, then ``data: [DONE]``.
+
+``GET /_stats`` tells how many calls were served and when the first came and the last was
+answered (``time.monotonic()``; ``?reset=1`` starts over), for benchmarks.
+
+Run standalone: ``python -m hermes_runner.scripted_server --port 8765 --latency 0.2``
+(``--port 0`` picks a free port; the first line printed holds the URL).
 """
 
 from __future__ import annotations
@@ -102,8 +113,11 @@ def parse_script(prompt: str) -> list[dict] | None:
 
 
 class ScriptedServer:
-    def __init__(self, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0, record: bool = True):
+    def __init__(
+        self, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0, record: bool = True, chunk_chars: int = 4
+    ):
         self.latency = latency
+        self.chunk_chars = chunk_chars  # characters per streamed text delta
         self.host = host
         self.port = port
         self.record = record
@@ -112,6 +126,8 @@ class ScriptedServer:
         self.requests: list[Seen] = []
         self.attempts: Counter = Counter()
         self.in_flight = 0
+        self.served = 0
+        self.window = [0.0, 0.0]  # time.monotonic() of the first request and of the last reply
         self.max_in_flight = 0
         self._ids = itertools.count()
         self._runner: web.AppRunner | None = None
@@ -130,6 +146,7 @@ class ScriptedServer:
         app = web.Application(client_max_size=64 * 1024**2)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/_stats", self._stats)
         app.router.add_post("/v1/images/generations", self._images)
         app.router.add_get("/v1/files/{name}", self._file)
         return app
@@ -219,6 +236,7 @@ class ScriptedServer:
                 self.requests.append(Seen(body, dict(request.headers), prompt, turn))
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        self.window[0] = self.window[0] or time.monotonic()
         try:
             if self.latency:
                 await asyncio.sleep(self.latency)
@@ -227,12 +245,40 @@ class ScriptedServer:
                 if isinstance(out, web.Response):
                     return out
                 if out is not None:
-                    return web.json_response(out)
-            return await self._scripted(body, prompt, turn)
+                    return await self._reply(request, body, out)
+            return await self._scripted(request, body, prompt, turn)
         finally:
             self.in_flight -= 1
+            self.window[1] = time.monotonic()
+            self.served += 1
 
-    async def _scripted(self, body: dict, prompt: str, turn: int) -> web.Response:
+    async def _stats(self, request: web.Request) -> web.Response:
+        """Calls served and the (monotonic) times of the first request and last reply; `?reset=1` restarts."""
+        out = {"served": self.served, "first_request": self.window[0], "last_reply": self.window[1]}
+        if request.query.get("reset"):
+            self.served, self.window = 0, [0.0, 0.0]
+        return web.json_response(out)
+
+    async def _reply(self, request: web.Request, body: dict, completion: dict) -> web.StreamResponse:
+        if not body.get("stream"):
+            return web.json_response(completion)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return await self._stream(request, self.chunks(completion, include_usage))
+
+    @staticmethod
+    async def _stream(
+        request: web.Request, chunks: list[dict], tail: bytes = b"data: [DONE]\n\n"
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        for chunk in chunks:
+            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        if tail:
+            await resp.write(tail)
+        await resp.write_eof()
+        return resp
+
+    async def _scripted(self, request: web.Request, body: dict, prompt: str, turn: int) -> web.StreamResponse:
         try:
             script = parse_script(prompt)
         except json.JSONDecodeError as exc:
@@ -253,6 +299,8 @@ class ScriptedServer:
                 headers["retry-after"] = str(f["retry_after"])
             if f.get("hang"):
                 await asyncio.sleep(f["hang"])
+            if f.get("midstream") and body.get("stream"):
+                return await self._broken_stream(request, body, step, f)
             return web.json_response(
                 {"error": {"message": f.get("message", f"scripted error {f['status']}"), "code": f["status"]}},
                 status=f["status"],
@@ -260,7 +308,21 @@ class ScriptedServer:
             )
         if step.get("sleep"):
             await asyncio.sleep(step["sleep"])
-        return web.json_response(self.completion(body, step))
+        return await self._reply(request, body, self.completion(body, step))
+
+    async def _broken_stream(self, request: web.Request, body: dict, step: dict, fail: dict) -> web.StreamResponse:
+        """A 200 stream that stops after a few chunks: an error event, or a dropped connection."""
+        chunks = self.chunks(self.completion(body, step), include_usage=False)[:3]
+        if fail.get("cut"):
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            for chunk in chunks:
+                await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            request.transport.close()  # no terminating chunk: the client sees a torn body
+            return resp
+        message = fail.get("message", f"scripted stream error {fail['status']}")
+        error = {"error": {"message": message, "code": fail["status"]}}
+        return await self._stream(request, [*chunks, error], tail=b"")
 
     @staticmethod
     def _default_step(body: dict, turn: int) -> dict:
@@ -328,14 +390,50 @@ class ScriptedServer:
             "usage": usage,
         }
 
+    def chunks(self, completion: dict, include_usage: bool) -> list[dict]:
+        """A chat completion as the OpenAI streaming chunks that add up to it."""
+        n = self.chunk_chars
+        choice = completion["choices"][0]
+        msg = choice["message"]
+        head = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+
+        def chunk(delta: dict, finish: str | None = None) -> dict:
+            return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+        def pieces(text: str) -> list[str]:
+            return [text[i : i + n] for i in range(0, len(text), n)] or [""]
+
+        out = [chunk({"role": "assistant", "content": ""})]
+        for name in ("reasoning", "reasoning_content"):
+            if msg.get(name):
+                out += [chunk({name: p}) for p in pieces(msg[name])]
+        for block in msg.get("reasoning_details") or []:
+            rest = {k: v for k, v in block.items() if k != "text"}
+            out += [chunk({"reasoning_details": [{**rest, "text": p}]}) for p in pieces(block.get("text") or "")]
+        if msg.get("content"):
+            out += [chunk({"content": p}) for p in pieces(msg["content"])]
+        for i, call in enumerate(msg.get("tool_calls") or []):
+            fn = call["function"]
+            head_delta = {"index": i, "id": call["id"], "type": "function"}
+            out.append(chunk({"tool_calls": [{**head_delta, "function": {"name": fn["name"], "arguments": ""}}]}))
+            for p in pieces(fn["arguments"]):
+                out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}))
+        out.append(chunk({}, choice["finish_reason"]))
+        if include_usage:
+            out.append({**head, "choices": [], "usage": completion["usage"]})
+        return out
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every reply")
+    ap.add_argument("--chunk-chars", type=int, default=4, help="characters per streamed text delta")
     args = ap.parse_args()
-    server = ScriptedServer(latency=args.latency, host=args.host, port=args.port, record=False)
+    server = ScriptedServer(
+        latency=args.latency, host=args.host, port=args.port, record=False, chunk_chars=max(1, args.chunk_chars)
+    )
 
     async def serve() -> None:
         await server.start_async()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from hermes_runner.usage import Usage
+
+USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 
 
 def _rate(part: int, whole: int) -> float:
@@ -35,16 +37,26 @@ class RunStats:
     def add(self, rec: dict) -> None:
         """Count one ledger record; every attempt's spend counts, outcomes only once per prompt."""
         status = rec["status"]
-        self.usage.add(Usage.from_dict(rec.get("usage")))
+        usage = rec.get("usage")
+        if usage:  # field by field: this runs once per ledger record on every resume
+            total = self.usage
+            for name in USAGE_FIELDS:
+                if value := usage.get(name):
+                    setattr(total, name, getattr(total, name) + value)
         self.api_calls += rec.get("api_calls", 0)
         self.retries += rec.get("retries", 0)
         self.prompt_seconds += rec.get("duration_s", 0.0)
-        self.batches.setdefault(rec.get("batch", -1), Counter())[status] += 1
+        batch = rec.get("batch", -1)
+        per_batch = self.batches.get(batch)
+        if per_batch is None:
+            per_batch = self.batches[batch] = Counter()
+        per_batch[status] += 1
         if status == "failed":
             return  # failures are counted from the latest failure of each still-failed prompt
         self.turns += rec.get("turns", 0)
         self.reasoning_turns += rec.get("reasoning_turns", 0)
-        self.toolsets_sampled.update(rec.get("toolsets", []))
+        for toolset in rec.get("toolsets") or ():
+            self.toolsets_sampled[toolset] += 1
         for name, n in (rec.get("unknown_tools") or {}).items():
             self.unknown_tools[name] += n
         if status == "discarded":

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hermes_runner import fastjson
+
 log = logging.getLogger(__name__)
 
 LEDGER = "ledger.jsonl"
@@ -153,10 +155,12 @@ class RunStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = -1
         self._batches: dict[int, AppendLog] = {}
+        self._closing: list[AppendLog] = []  # finished batch files, fsynced and closed by the next sync
         self._ledger: AppendLog | None = None
         self._discarded: AppendLog | None = None
         self._failures: AppendLog | None = None
         self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()  # one sync at a time (the background one and the final one)
 
     def lock(self) -> None:
         """Take the run directory for this process (released when the process ends, even by kill -9)."""
@@ -191,7 +195,7 @@ class RunStore:
             sizes: dict[str, int] = {}
             for raw in iter_lines(path):
                 try:
-                    rec = json.loads(raw)
+                    rec = fastjson.loads(raw)
                     key, status = rec["key"], rec["status"]
                 except (ValueError, KeyError, TypeError):
                     log.warning("%s: skipping an unreadable record", LEDGER)
@@ -251,22 +255,27 @@ class RunStore:
         return record
 
     def close_batch(self, num: int) -> None:
+        """No more lines go to batch `num`; its fsync and close wait for the next sync (off the event loop)."""
         with self._lock:
             b = self._batches.pop(num, None)
-        if b:
-            b.close()
+            if b:
+                self._closing.append(b)
 
     def sync(self) -> None:
         """fsync everything written since the last sync (data files before the ledger)."""
-        with self._lock:
-            logs = [*self._batches.values(), self._discarded, self._failures, self._ledger]
-        for lg in logs:
-            if lg is not None:
-                lg.sync()
+        with self._sync_lock:
+            with self._lock:
+                closing, self._closing = self._closing, []
+                logs = [*self._batches.values(), *closing, self._discarded, self._failures, self._ledger]
+            for lg in logs:
+                if lg is not None:
+                    lg.sync()
+            for lg in closing:
+                lg.close()
 
     def close(self) -> None:
         self.sync()
-        with self._lock:
+        with self._sync_lock, self._lock:
             for lg in [*self._batches.values(), self._discarded, self._failures, self._ledger]:
                 if lg is not None:
                     lg.close()

@@ -8,35 +8,24 @@ network, so a model's destructive commands cannot touch the host.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
-import signal
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError, ToolError
-from hermes_runner.sandbox.base import SAFE_ENV_KEYS, ExecResult, OutputCap, pid_alive
+from hermes_runner.sandbox.base import SAFE_ENV_KEYS, ExecResult, pid_alive
+from hermes_runner.sandbox.spawn import run_command
 
 log = logging.getLogger(__name__)
-
-READ_CHUNK = 65536
-
 
 def default_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "hermes-runner" / "sandboxes"
-
-
-async def read_capped(stream: asyncio.StreamReader, limit: int) -> str:
-    """Read a stream to its end, keeping at most `limit` chars (head and tail)."""
-    cap = OutputCap(limit)
-    while chunk := await stream.read(READ_CHUNK):
-        cap.feed(chunk)
-    return cap.text()
 
 
 class LocalSandbox:
@@ -46,9 +35,7 @@ class LocalSandbox:
         self._tmpdir = tmpdir
         self._b = backend
         self.cwd = str(workdir)
-        self._env = {k: os.environ[k] for k in SAFE_ENV_KEYS if k in os.environ}
-        self._env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-        self._env.update(HOME=str(workdir), TERM="dumb", TMPDIR="/tmp" if backend.bwrap else str(tmpdir))
+        self._env = {**backend.env, "HOME": str(workdir), "TMPDIR": "/tmp" if backend.bwrap else str(tmpdir)}
 
     def _argv(self, command: str, wd: str) -> list[str]:
         shell = self._b.shell
@@ -62,36 +49,22 @@ class LocalSandbox:
 
     async def run(self, command: str, timeout: float, workdir: str | None = None) -> ExecResult:
         wd = str(self._resolve(workdir)) if workdir else self.cwd
-        if not os.path.isdir(self._host_path(wd)):
-            raise ToolError(f"workdir does not exist: {wd}")
-        proc = await asyncio.create_subprocess_exec(
-            *self._argv(command, wd),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            cwd=self._host_path(wd) if not self._b.bwrap else None,
+        host_wd = self._host_path(wd)
+
+        def check() -> None:
+            if not os.path.isdir(host_wd):
+                raise ToolError(f"workdir does not exist: {wd}")
+
+        code, output, timed_out = await run_command(
+            self._argv(command, wd),
             env=self._env,
-            start_new_session=True,
+            cwd=str(host_wd) if not self._b.bwrap else None,
+            timeout=timeout,
+            limit=self._b.max_output,
+            executor=self._b.pool,
+            check=check,
         )
-        reader = asyncio.ensure_future(read_capped(proc.stdout, self._b.max_output))
-        try:
-            await asyncio.wait_for(proc.wait(), timeout)
-            timed_out = False
-        except TimeoutError:
-            timed_out = True
-        finally:
-            # The whole process group goes: timed-out commands and stray background jobs.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            if proc.returncode is None:
-                with contextlib.suppress(Exception):
-                    await proc.wait()
-        try:
-            output = await asyncio.wait_for(reader, 5)
-        except TimeoutError:
-            reader.cancel()
-            output = ""
-        return ExecResult(124 if timed_out else (proc.returncode or 0), output, timed_out)
+        return ExecResult(code, output, timed_out)
 
     def _resolve(self, path: str) -> Path:
         p = Path(path)
@@ -136,7 +109,7 @@ class LocalSandbox:
         if self._b.keep:
             return
         # A row's own `cwd` is the user's directory: only our task dir is removed.
-        await asyncio.to_thread(shutil.rmtree, self._taskdir, True)
+        self._b.remove_later(self._taskdir)
 
 
 class LocalBackend:
@@ -147,6 +120,9 @@ class LocalBackend:
         self.keep = cfg.keep
         self.max_output = cfg.max_output_chars
         self.shell = shutil.which("bash") or "/bin/sh"
+        self.env = {k: os.environ[k] for k in SAFE_ENV_KEYS if k in os.environ}  # the host env a command may see
+        self.env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        self.env["TERM"] = "dumb"
         iso = self.options.isolation
         if iso not in ("auto", "bwrap", "none"):
             raise ConfigError(f"sandbox.local.isolation must be auto, bwrap or none, not {iso!r}")
@@ -156,6 +132,9 @@ class LocalBackend:
         root = Path(self.options.root) if self.options.root else default_root()
         self._root = root
         self._dir = root / f"{run_token}-{os.getpid()}"
+        self._removals: set[asyncio.Future] = set()
+        # Blocking work (forks, directory creation and removal) runs here, off the event loop.
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="local-sandbox")
 
     async def start(self, images: set[str]) -> dict[str, str]:
         if not self.bwrap:
@@ -175,19 +154,31 @@ class LocalBackend:
                 shutil.rmtree(d, ignore_errors=True)
 
     async def create(self, prompt: Prompt) -> LocalSandbox:
-        taskdir = Path(tempfile.mkdtemp(prefix=f"{prompt.key}-", dir=self._dir))
-        tmpdir = taskdir / "tmp"
-        tmpdir.mkdir()
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self._create, prompt)
+
+    def _create(self, prompt: Prompt) -> LocalSandbox:
+        task = tempfile.mkdtemp(prefix=f"{prompt.key}-", dir=self._dir)
+        os.mkdir(f"{task}/tmp")
+        taskdir, tmpdir = Path(task), Path(f"{task}/tmp")
         if prompt.cwd:
             workdir = Path(prompt.cwd)
             if not workdir.is_dir():
                 shutil.rmtree(taskdir, ignore_errors=True)
                 raise SandboxError(f"the row's cwd {prompt.cwd!r} is not a directory on this host (local sandbox)")
         else:
-            workdir = taskdir / "work"
-            workdir.mkdir()
+            os.mkdir(f"{task}/work")
+            workdir = Path(f"{task}/work")
         return LocalSandbox(taskdir, workdir, tmpdir, self)
 
+    def remove_later(self, taskdir: Path) -> None:
+        """Remove a finished prompt's dir in the background: its session need not wait for the disk."""
+        task = asyncio.get_running_loop().run_in_executor(self.pool, shutil.rmtree, taskdir, True)
+        self._removals.add(task)
+        task.add_done_callback(self._removals.discard)
+
     async def shutdown(self) -> None:
+        if self._removals:
+            await asyncio.gather(*self._removals, return_exceptions=True)
         if not self.keep:
-            await asyncio.to_thread(shutil.rmtree, self._dir, True)
+            await asyncio.get_running_loop().run_in_executor(self.pool, shutil.rmtree, self._dir, True)
+        self.pool.shutdown(wait=False)
