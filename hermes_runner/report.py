@@ -10,7 +10,7 @@ import argparse
 import json
 import logging
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
@@ -66,7 +66,7 @@ def render(root: Path, jobs: list[Job], sweep: bool, max_trajectories: int, max_
         "root": str(root),
         "sweep": sweep,
         "live": any(sm["live"] for sm in summs),
-        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "jobs": [
             {
                 "label": j.label,
@@ -76,7 +76,7 @@ def render(root: Path, jobs: list[Job], sweep: bool, max_trajectories: int, max_
                 "charts": run_charts(j, sm),
                 "dir": str(j.run.dir),
             }
-            for i, (j, sm) in enumerate(zip(jobs, summs))
+            for i, (j, sm) in enumerate(zip(jobs, summs, strict=False))
         ],
         "compare": compare_table(summs) if sweep else [],
         "compare_charts": comparison_charts(jobs, summs) if sweep else [],
@@ -105,7 +105,7 @@ def build_report(
     dirs = find_runs(root)
     sweep = dirs != [root]
     labels = job_labels(root, dirs) if sweep else [root.name]
-    jobs = [Job(label, RunData.load(d), f"#{i + 1}" if sweep else "") for i, (label, d) in enumerate(zip(labels, dirs))]
+    jobs = [Job(label, RunData.load(d), f"#{i + 1}" if sweep else "") for i, (label, d) in enumerate(zip(labels, dirs, strict=False))]
     html = render(root, jobs, sweep, max_trajectories, max_chars)
     target = Path(out) if out else root / REPORT
     atomic_write(target, html.encode())

@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from hermes_runner.loopback_app import LoopbackApp
+
 Handler = Callable[[dict, "ScriptedServer"], dict | web.Response | None]
 
 
@@ -112,7 +114,7 @@ def parse_script(prompt: str) -> list[dict] | None:
     return None
 
 
-class ScriptedServer:
+class ScriptedServer(LoopbackApp):
     def __init__(
         self, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0, record: bool = True, chunk_chars: int = 4
     ):
@@ -130,9 +132,6 @@ class ScriptedServer:
         self.window = [0.0, 0.0]  # time.monotonic() of the first request and of the last reply
         self.max_in_flight = 0
         self._ids = itertools.count()
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self.files: dict[str, bytes] = {}  # generated images served as URLs
 
@@ -150,39 +149,6 @@ class ScriptedServer:
         app.router.add_post("/v1/images/generations", self._images)
         app.router.add_get("/v1/files/{name}", self._file)
         return app
-
-    async def start_async(self) -> None:
-        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
-
-    async def stop_async(self) -> None:
-        if self._runner:
-            await self._runner.cleanup()
-
-    def start(self) -> ScriptedServer:
-        """Serve from a background thread with its own event loop."""
-        ready = threading.Event()
-
-        def main() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(self.start_async())
-            ready.set()
-            self._loop.run_forever()
-            self._loop.run_until_complete(self.stop_async())
-            self._loop.close()
-
-        self._thread = threading.Thread(target=main, name="scripted-server", daemon=True)
-        self._thread.start()
-        ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        if self._loop and self._thread:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
 
     def reset(self) -> None:
         with self._lock:

@@ -56,7 +56,7 @@ def _svg(height: float, body: list[str], label: str) -> str:
 def _legend(names: Sequence[str], colors: Sequence[str], y: float) -> tuple[list[str], float]:
     """Legend items laid out left to right, wrapping; returns (svg parts, height used)."""
     parts, x, row = [], 0.0, 0
-    for name, c in zip(names, colors):
+    for name, c in zip(names, colors, strict=False):
         w = 22 + 7 * len(name)
         if x and x + w > WIDTH:
             x, row = 0.0, row + 1
@@ -100,7 +100,7 @@ def stacked_bars(
         y = i * (bar + gap)
         body.append(_text(lw - 8, y + bar * 0.72, _short(name, lw - 10), "end", "axis"))
         x = lw
-        for s, v, c in zip(series, values, colors):
+        for s, v, c in zip(series, values, colors, strict=False):
             if v <= 0:
                 continue
             w = room * v / top

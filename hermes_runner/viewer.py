@@ -25,7 +25,7 @@ def pick(groups: list[list[str]], cap: int) -> list[set[str]]:
         take[i] = min(len(groups[i]), share)
         left -= take[i]
     out = []
-    for g, k in zip(groups, take):
+    for g, k in zip(groups, take, strict=False):
         if k >= len(g):
             out.append(set(g))
         else:
@@ -120,7 +120,7 @@ def viewer_data(jobs: list[Job], max_trajectories: int, max_chars: int) -> dict:
     head_ids: dict[str, int] = {}
     items: list[dict] = []
     for ji, job in enumerate(jobs):
-        keys = set().union(*(c for c, (j, _) in zip(chosen, where) if j == ji)) if chosen else set()
+        keys = set().union(*(c for c, (j, _) in zip(chosen, where, strict=False) if j == ji)) if chosen else set()
         if not keys:
             continue
         ordered = [k for k in job.run.final if k in keys]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 from aiohttp import web
 
+from hermes_runner.loopback_app import LoopbackApp
 from hermes_runner.scripted_server import png_bytes
 
 TAVILY_KEY = "tvly-test-key"
@@ -94,14 +94,10 @@ def static(body: bytes, content_type: str):
     return handler
 
 
-class LocalSite:
+class LocalSite(LoopbackApp):
     def __init__(self) -> None:
-        self.port = 0
         self.searches: list[dict] = []  # every search request (params or JSON body, and headers)
         self.hits: list[str] = []  # path and query of every request
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -170,36 +166,6 @@ class LocalSite:
             return web.json_response({"detail": {"error": "Unauthorized"}}, status=401)
         hits = self._hits(body["query"], body.get("max_results", 5))
         return web.json_response({"query": body["query"], "results": [{**h, "score": 0.9} for h in hits]})
-
-    # -- lifecycle --------------------------------------------------------------------
-
-    def start(self) -> LocalSite:
-        ready = threading.Event()
-
-        async def up() -> None:
-            self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
-            await self._runner.setup()
-            site = web.TCPSite(self._runner, "127.0.0.1", 0)
-            await site.start()
-            self.port = site._server.sockets[0].getsockname()[1]
-
-        def main() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(up())
-            ready.set()
-            self._loop.run_forever()
-            self._loop.run_until_complete(self._runner.cleanup())
-            self._loop.close()
-
-        self._thread = threading.Thread(target=main, name="local-site", daemon=True)
-        self._thread.start()
-        ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        if self._loop and self._thread:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
 
 
 def as_json(result) -> dict:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import base_overrides, compose_cfg, run_inprocess, script, write_jsonl
-
 from hermes_runner.scripted_server import ScriptedServer
+
+from conftest import base_overrides, compose_cfg, run_inprocess, script, write_jsonl
 
 MARKUP = "<script>window.__pwned = 1</script><b>not bold</b>"
 

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
 from hermes_runner.config import DockerSandboxOptions, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ToolError
 from hermes_runner.sandbox import docker_orphans
 from hermes_runner.sandbox.docker import DockerBackend
+
+from conftest import ROOT, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
 
 pytestmark = pytest.mark.docker
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import ROOT, read_jsonl
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 from openai.types.chat import (
     ChatCompletionMessageFunctionToolCallParam,
@@ -23,6 +22,8 @@ from sample_run import make_run
 from hermes_runner.export import export, main
 from hermes_runner.scripted_server import ScriptedServer
 from hermes_runner.tools.registry import tool_names
+
+from conftest import ROOT, read_jsonl
 
 MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
 TOOLS = TypeAdapter(list[ChatCompletionToolParam])

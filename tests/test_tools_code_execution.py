@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import base_overrides, compose_cfg
 from tool_harness import call, run_tools
+
+from conftest import base_overrides, compose_cfg
 
 
 @pytest.fixture

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import read_jsonl, run_inprocess, write_jsonl
 from local_site import LocalSite
 from tool_harness import tool_overrides
 
 from hermes_runner.cli import load_distributions
 from hermes_runner.scripted_server import turn_of
 from hermes_runner.tools.registry import tools_for
+
+from conftest import read_jsonl, run_inprocess, write_jsonl
 
 NOT_CONFIGURED = {"web", "vision", "image_gen", "moa"}  # by conf/tools/default.yaml
 

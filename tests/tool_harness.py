@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import base_overrides, compose_cfg
 from local_site import LocalSite
 
 from hermes_runner.config import RunConfig
@@ -17,6 +16,8 @@ from hermes_runner.sandbox.local import LocalBackend
 from hermes_runner.scripted_server import ScriptedServer
 from hermes_runner.services import ToolServices
 from hermes_runner.tools.registry import ToolContext, ToolResult, all_tools
+
+from conftest import base_overrides, compose_cfg
 
 
 def tool_overrides(site: LocalSite) -> list[str]:

@@ -176,7 +176,7 @@ class DockerBackend:
         refs = sorted(images)
         results = await asyncio.gather(*(self._image(ref) for ref in refs), return_exceptions=True)
         unavailable = {}
-        for ref, res in zip(refs, results):
+        for ref, res in zip(refs, results, strict=False):
             if isinstance(res, BaseException):
                 unavailable[ref] = str(res)
         return unavailable

@@ -13,7 +13,7 @@ from functools import wraps
 from hermes_runner.errors import ToolError
 from hermes_runner.services.browser import BrowserService, BrowserSession
 from hermes_runner.services.netguard import check_url
-from hermes_runner.tools.registry import ToolContext, ToolResult, tool
+from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
 
 NO_ARGS = {"type": "object", "properties": {}, "required": []}
 REF = re.compile(r"^\[?(?:@|ref=)?([a-z]*\d*e\d+)\]?$")
@@ -105,9 +105,7 @@ async def _where(s: BrowserSession) -> dict:
 @_playwright_errors
 async def browser_navigate(ctx: ToolContext, args: dict) -> ToolResult:
     svc = _svc(ctx)
-    url = args.get("url")
-    if not isinstance(url, str) or not url.strip():
-        raise ToolError("'url' must be a non-empty string")
+    url = text_arg(args, "url")
     url = url.strip()
     if "://" not in url:
         url = "https://" + url
@@ -229,9 +227,7 @@ async def browser_back(ctx: ToolContext, args: dict) -> ToolResult:
 @_playwright_errors
 async def browser_press(ctx: ToolContext, args: dict) -> ToolResult:
     s = _open(ctx)
-    key = args.get("key")
-    if not isinstance(key, str) or not key.strip():
-        raise ToolError("'key' must be a non-empty string")
+    key = text_arg(args, "key")
     await s.page.keyboard.press(key.strip())
     await s.page.wait_for_load_state("domcontentloaded")
     return ToolResult.of({"success": True, "pressed": key.strip(), **await _where(s)})

@@ -9,7 +9,7 @@ import time
 from hermes_runner.config import CodeExecutionConfig
 from hermes_runner.errors import ToolError
 from hermes_runner.sandbox.base import truncate_middle
-from hermes_runner.tools.registry import ToolContext, ToolResult, tool
+from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
 
 MAX_FILE_KB = 100 * 1024  # ulimit -f: no stderr/result file may fill the disk
 
@@ -66,9 +66,7 @@ except BaseException as exc:
 )
 async def execute_code(ctx: ToolContext, args: dict) -> ToolResult:
     cfg: CodeExecutionConfig = ctx.services.get("code_execution") or CodeExecutionConfig()
-    code = args.get("code")
-    if not isinstance(code, str) or not code.strip():
-        raise ToolError("'code' must be a non-empty string")
+    code = text_arg(args, "code")
     try:
         timeout = float(args.get("timeout") or cfg.timeout_s)
     except (TypeError, ValueError):

@@ -9,7 +9,7 @@ import secrets
 
 from hermes_runner.errors import ToolError
 from hermes_runner.tools.images import EXTENSIONS, load_image, sniff
-from hermes_runner.tools.registry import ToolContext, ToolResult, tool
+from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
 
 MAX_IMAGE_BYTES = 50_000_000
 
@@ -45,9 +45,7 @@ def _slug(prompt: str) -> str:
 async def image_generate(ctx: ToolContext, args: dict) -> ToolResult:
     svc = ctx.service("image_gen")
     cfg = svc.cfg
-    prompt = args.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ToolError("'prompt' must be a non-empty string")
+    prompt = text_arg(args, "prompt")
     aspect = str(args.get("aspect_ratio") or "landscape").lower().strip()
     if aspect not in cfg.sizes:
         raise ToolError(f"'aspect_ratio' must be one of {', '.join(cfg.sizes)}, not {aspect!r}")

@@ -6,9 +6,9 @@ import asyncio
 import logging
 import time
 
-from hermes_runner.errors import ModelCallError, ToolError
+from hermes_runner.errors import ModelCallError
 from hermes_runner.model import ChatModel
-from hermes_runner.tools.registry import ToolContext, ToolResult, tool
+from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +49,7 @@ async def _ask(label: str, model: ChatModel, messages: list[dict]) -> tuple[str,
 )
 async def mixture_of_agents(ctx: ToolContext, args: dict) -> ToolResult:
     svc = ctx.service("moa")
-    question = args.get("user_prompt")
-    if not isinstance(question, str) or not question.strip():
-        raise ToolError("'user_prompt' must be a non-empty string")
+    question = text_arg(args, "user_prompt")
     started = time.monotonic()
     user = [{"role": "user", "content": question.strip()}]
     answers = await asyncio.gather(*(_ask(label, model, user) for label, model in svc.references))

@@ -85,6 +85,14 @@ _TOOLS: dict[str, Tool] = {}
 _TOOLSETS: dict[str, list[str]] = {}
 
 
+def text_arg(args: dict, name: str) -> str:
+    """The argument `name`, which must be a string with something besides whitespace."""
+    value = args.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise ToolError(f"'{name}' must be a non-empty string")
+    return value
+
+
 def register(tool: Tool) -> Tool:
     if tool.name in _TOOLS:
         raise ValueError(f"tool {tool.name!r} registered twice")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.registry import ToolContext, ToolResult, tool
+from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
 
 TERMINAL_PARAMS = {
     "type": "object",
@@ -29,9 +29,7 @@ TERMINAL_PARAMS = {
     TERMINAL_PARAMS,
 )
 async def terminal(ctx: ToolContext, args: dict) -> ToolResult:
-    command = args.get("command")
-    if not isinstance(command, str) or not command.strip():
-        raise ToolError("'command' must be a non-empty string")
+    command = text_arg(args, "command")
     timeout = args.get("timeout", ctx.command_timeout_s)
     try:
         timeout = float(timeout)

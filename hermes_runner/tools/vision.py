@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hermes_runner.errors import ModelCallError, ToolError
 from hermes_runner.tools.images import data_url, load_image
-from hermes_runner.tools.registry import ToolContext, ToolResult, tool
+from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
 
 PROMPT = "Fully describe and explain everything about this image, then answer the following question:\n\n{question}"
 
@@ -25,11 +25,7 @@ PROMPT = "Fully describe and explain everything about this image, then answer th
 )
 async def vision_analyze(ctx: ToolContext, args: dict) -> ToolResult:
     svc = ctx.service("vision")
-    source, question = args.get("image_url"), args.get("question")
-    if not isinstance(source, str) or not source.strip():
-        raise ToolError("'image_url' must be a non-empty string")
-    if not isinstance(question, str) or not question.strip():
-        raise ToolError("'question' must be a non-empty string")
+    source, question = text_arg(args, "image_url"), text_arg(args, "question")
     data, mime = await load_image(ctx, source, svc.fetcher, svc.cfg.max_image_bytes)
     content = [
         {"type": "text", "text": PROMPT.format(question=question.strip())},

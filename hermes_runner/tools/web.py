@@ -6,7 +6,7 @@ import asyncio
 
 from hermes_runner.errors import ToolError
 from hermes_runner.services.extract import TEXT_TYPES, allocate, head_tail, html_to_markdown, pdf_to_text
-from hermes_runner.tools.registry import ToolContext, ToolResult, tool
+from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
 
 MAX_SEARCH_RESULTS = 100
 
@@ -33,9 +33,7 @@ MAX_SEARCH_RESULTS = 100
 )
 async def web_search(ctx: ToolContext, args: dict) -> ToolResult:
     svc = ctx.service("web")
-    query = args.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise ToolError("'query' must be a non-empty string")
+    query = text_arg(args, "query")
     try:
         limit = int(args.get("limit", 5))
     except (TypeError, ValueError):
