@@ -115,14 +115,15 @@ async def open_executor(
 ) -> AsyncIterator[tuple[Executor, Work]]:
     """The configured executor and the `work` to map with it (one prompt -> one Outcome).
 
-    In-process, `limiter` and `budget` meter every model call. On Ray, each actor paces its share
+    In-process, `limiter` meters every call of the run's model and `budget` those of tools' models (vision,
+    MoA) too. On Ray, each actor paces its share
     of the rate limit itself and the budget is charged with each prompt's usage as it comes back.
     """
     backend = cfg.executor.backend
     if backend == "local":
         from hermes_runner.worker import session_runner
 
-        async with session_runner(spec, hooks=[limiter, budget]) as runner:
+        async with session_runner(spec, hooks=[limiter, budget], tool_hooks=[budget]) as runner:
             yield LocalExecutor(cfg.num_workers), runner
     elif backend == "ray":
         from hermes_runner.executor_ray import ray_executor

@@ -79,6 +79,7 @@ class SessionRunner:
             command_timeout_s=self.cfg.sandbox.command_timeout_s,
             max_output_chars=self.cfg.sandbox.max_output_chars,
             services=self.services,
+            usage=res.usage,
         )
         try:
             return await self.agent.run(res, ctx)

@@ -36,8 +36,13 @@ class WorkerSpec:
 
 
 @asynccontextmanager
-async def session_runner(spec: WorkerSpec, hooks: Sequence[object] = ()) -> AsyncIterator[SessionRunner]:
-    """Start the sandbox backend, the model client (with model-call `hooks`) and the tool services; close all on exit."""
+async def session_runner(
+    spec: WorkerSpec, hooks: Sequence[object] = (), tool_hooks: Sequence[object] = ()
+) -> AsyncIterator[SessionRunner]:
+    """Start the sandbox backend, the model client and the tool services; close all on exit.
+
+    `hooks` meter the run's model calls (rate limit, budget); `tool_hooks` those of tools' models (budget).
+    """
     cfg = spec.cfg
     async with AsyncExitStack() as stack:
         backend = make_backend(cfg.sandbox, cfg.run_name, spec.run_dir)
@@ -51,6 +56,8 @@ async def session_runner(spec: WorkerSpec, hooks: Sequence[object] = ()) -> Asyn
         stack.push_async_callback(model.aclose)
         model.hooks += list(hooks)
         dropped = spec.toolsets_dropped
-        services = tool_services.ToolServices(cfg, set(tool_services.drawable(cfg)) - set(dropped), spec.base_url)
+        services = tool_services.ToolServices(
+            cfg, set(tool_services.drawable(cfg)) - set(dropped), spec.base_url, hooks=tool_hooks
+        )
         stack.push_async_callback(services.aclose)
         yield SessionRunner(cfg, model, backend, spec.settings, unavailable, services.by_toolset, dropped)

@@ -8,6 +8,8 @@ import pytest
 
 from conftest import read_jsonl, run_inprocess, script, write_jsonl
 
+from hermes_runner.scripted_server import turn_of
+
 TERM = {"name": "terminal", "arguments": {"command": "echo hi"}}
 
 
@@ -117,3 +119,39 @@ def test_dry_run_validates_probes_once_and_estimates(make_cfg, tmp_path, run_dir
     assert code == 2 and "does not list the model 'local-model'" in caplog.text
     code, _ = run_inprocess(make_cfg("dry_run=true", "model.base_url=http://127.0.0.1:9/v1", dataset=ds), run_dir)
     assert code == 2 and "cannot reach the endpoint" in caplog.text
+
+
+MAIN_USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+TOOL_USAGE = {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}
+
+
+def moa_agent(body: dict, srv):
+    """The run's model calls mixture_of_agents once, then answers; the MoA models answer with their own usage."""
+    if body.get("model") != "local-model":
+        return srv.completion(body, {"content": "42", "usage": TOOL_USAGE})
+    if turn_of(body) == 0:
+        call = {"name": "mixture_of_agents", "arguments": {"user_prompt": "What is 6 x 7?"}}
+        return srv.completion(body, {"tool_calls": [call], "reasoning": "r", "usage": MAIN_USAGE})
+    return srv.completion(body, {"content": "42", "reasoning": "r", "usage": MAIN_USAGE})
+
+
+MOA = ["distribution=default", "tools.moa.reference_models=[{model:ref-a},{model:ref-b}]", "tools.moa.aggregator.model=agg"]
+
+
+def test_tool_models_spend_counts_in_the_prompt_and_the_run(make_cfg, tmp_path, run_dir, server):
+    server.handler = moa_agent
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}"} for i in range(3)])
+    code, stats = run_inprocess(make_cfg(*MOA, "num_workers=1", dataset=ds), run_dir)
+    assert code == 0 and stats["prompts"]["ok"] == 3
+    per_prompt = 2 * MAIN_USAGE["total_tokens"] + 3 * TOOL_USAGE["total_tokens"]  # two references + aggregator
+    for entry in read_jsonl(run_dir / "trajectories.jsonl"):
+        assert entry["tool_stats"]["mixture_of_agents"]["success"] == 1
+        assert entry["usage"]["total_tokens"] == per_prompt
+    assert stats["usage"]["total_tokens"] == 3 * per_prompt
+
+    # The run's token budget sees the tool models' calls: one prompt spends past it, no other starts.
+    seen = len(server.requests)
+    budget = f"limits.max_tokens_total={per_prompt - 100}"
+    code, stats = run_inprocess(make_cfg(*MOA, "num_workers=1", budget, dataset=ds), tmp_path / "r2")
+    assert code == 3 and stats["prompts"]["ok"] == 1 and stats["usage"]["total_tokens"] == per_prompt
+    assert len({r.prompt for r in server.requests[seen:] if r.body.get("model") == "local-model"}) == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,7 +120,10 @@ def check_toolsets(cfg: RunConfig) -> dict[str, str]:
 class ToolServices:
     """The backends of one run's toolsets; `by_toolset` is what every ToolContext gets."""
 
-    def __init__(self, cfg: RunConfig, toolsets: Iterable[str], main_url: str | None = None):
+    def __init__(
+        self, cfg: RunConfig, toolsets: Iterable[str], main_url: str | None = None, hooks: Sequence[object] = ()
+    ):
+        """`hooks` meter every call of the tools' chat models (e.g. the run's budget)."""
         t = cfg.tools
         wanted = set(toolsets)
         self.by_toolset: dict[str, Any] = {}
@@ -137,7 +140,7 @@ class ToolServices:
         if "code_execution" in wanted:
             self.by_toolset["code_execution"] = t.code_execution
         if "vision" in wanted:
-            model = endpoints.chat_model(t.vision.endpoint, cfg.model, main_url, pool)
+            model = endpoints.chat_model(t.vision.endpoint, cfg.model, main_url, pool, hooks)
             self._closers.append(model.aclose)
             self.by_toolset["vision"] = VisionService(model, fetcher, t.vision)
         if "image_gen" in wanted:
@@ -147,10 +150,10 @@ class ToolServices:
         if "moa" in wanted:
             refs = []
             for ep in t.moa.reference_models:
-                model = endpoints.chat_model(ep, cfg.model, main_url, pool)
+                model = endpoints.chat_model(ep, cfg.model, main_url, pool, hooks)
                 self._closers.append(model.aclose)
                 refs.append((ep.model, model))
-            agg = endpoints.chat_model(t.moa.aggregator, cfg.model, main_url, pool)
+            agg = endpoints.chat_model(t.moa.aggregator, cfg.model, main_url, pool, hooks)
             self._closers.append(agg.aclose)
             self.by_toolset["moa"] = MoaService(refs, (t.moa.aggregator.model, agg), t.moa)
         if "browser" in wanted:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import openai
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
@@ -38,9 +39,13 @@ def missing(ep: EndpointConfig, main: ModelConfig, where: str) -> str | None:
     return None
 
 
-def chat_model(ep: EndpointConfig, main: ModelConfig, main_url: str | None, pool_size: int) -> OpenAIChatModel:
+def chat_model(
+    ep: EndpointConfig, main: ModelConfig, main_url: str | None, pool_size: int, hooks: Sequence[object] = ()
+) -> OpenAIChatModel:
     mc = model_config(ep, main, main_url)
-    return OpenAIChatModel(mc, ProviderConfig(), ReasoningConfig(), ep.max_tokens, pool_size=pool_size)
+    model = OpenAIChatModel(mc, ProviderConfig(), ReasoningConfig(), ep.max_tokens, pool_size=pool_size)
+    model.hooks += list(hooks)
+    return model
 
 
 class ImageEndpoint:

@@ -9,6 +9,7 @@ import time
 from hermes_runner.errors import ModelCallError
 from hermes_runner.model import ChatModel
 from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -20,12 +21,13 @@ AGGREGATOR_PROMPT = (
 )
 
 
-async def _ask(label: str, model: ChatModel, messages: list[dict]) -> tuple[str, str | None, str | None]:
-    """(label, answer, error)."""
+async def _ask(label: str, model: ChatModel, messages: list[dict], usage: Usage) -> tuple[str, str | None, str | None]:
+    """(label, answer, error); the call's spend is added to `usage`."""
     try:
         reply = await model.complete(messages, [])
     except ModelCallError as exc:
         return label, None, str(exc)
+    usage.add(reply.usage)
     content = (reply.message.get("content") or "").strip() or (reply.message.get("reasoning") or "").strip()
     return (label, content, None) if content else (label, None, "empty answer")
 
@@ -52,7 +54,7 @@ async def mixture_of_agents(ctx: ToolContext, args: dict) -> ToolResult:
     question = text_arg(args, "user_prompt")
     started = time.monotonic()
     user = [{"role": "user", "content": question.strip()}]
-    answers = await asyncio.gather(*(_ask(label, model, user) for label, model in svc.references))
+    answers = await asyncio.gather(*(_ask(label, model, user, ctx.usage) for label, model in svc.references))
     good = [(label, text) for label, text, _ in answers if text]
     failed = {label: err for label, _, err in answers if err}
     used = {"reference_models": [label for label, _ in svc.references], "aggregator_model": svc.aggregator[0]}
@@ -69,7 +71,7 @@ async def mixture_of_agents(ctx: ToolContext, args: dict) -> ToolResult:
         )
     numbered = "\n".join(f"{i}. {text}" for i, (_, text) in enumerate(good, 1))
     messages = [{"role": "system", "content": f"{AGGREGATOR_PROMPT}\n\n{numbered}"}] + user
-    label, final, error = await _ask(svc.aggregator[0], svc.aggregator[1], messages)
+    label, final, error = await _ask(svc.aggregator[0], svc.aggregator[1], messages, ctx.usage)
     if final is None:
         return ToolResult.of({"success": False, "error": f"aggregator {label}: {error}", "models_used": used}, ok=False)
     out = {

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hermes_runner.errors import ConfigError, ToolError
+from hermes_runner.usage import Usage
 
 if TYPE_CHECKING:
     from hermes_runner.sandbox.base import Sandbox
@@ -25,6 +26,7 @@ class ToolContext:
     max_output_chars: int = 50_000
     services: dict[str, Any] = field(default_factory=dict)  # backends of optional toolsets, by toolset
     state: dict[str, Any] = field(default_factory=dict)  # per-task state of tools (e.g. the browser page)
+    usage: Usage = field(default_factory=Usage)  # the prompt's spend: tools add their own model calls to it
     _cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     def service(self, toolset: str) -> Any:

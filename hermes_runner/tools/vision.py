@@ -35,6 +35,7 @@ async def vision_analyze(ctx: ToolContext, args: dict) -> ToolResult:
         reply = await svc.model.complete([{"role": "user", "content": content}], [])
     except ModelCallError as exc:
         raise ToolError(f"the vision model failed: {exc}") from None
+    ctx.usage.add(reply.usage)
     analysis = (reply.message.get("content") or "").strip()
     if not analysis:
         raise ToolError("the vision model returned no answer")
