@@ -1,8 +1,8 @@
 """hermes-runner: run a tool-using agent over a prompt dataset and write trajectories.
 
-    python run.py dataset_file=data/prompts.jsonl run_name=my_run model=openrouter num_workers=8
-    python run.py --cfg job                 # show the composed config
-    python run.py list_distributions=true   # show the toolset distributions
+python run.py dataset_file=data/prompts.jsonl run_name=my_run model=openrouter num_workers=8
+python run.py --cfg job                 # show the composed config
+python run.py list_distributions=true   # show the toolset distributions
 """
 
 import hydra

@@ -122,7 +122,9 @@ def execute_run(
         run.store.unlock()
 
 
-def _invocation(run: Run, cfg: RunConfig, run_dir: Path, overrides: list[str], console: Console) -> tuple[int, dict | None]:
+def _invocation(
+    run: Run, cfg: RunConfig, run_dir: Path, overrides: list[str], console: Console
+) -> tuple[int, dict | None]:
     started = time.time()
     try:
         plan = run.prepare()
@@ -164,8 +166,7 @@ def _invocation(run: Run, cfg: RunConfig, run_dir: Path, overrides: list[str], c
         return 130, stats
     if run.budget_stop:
         console.print(
-            f"[yellow]Stopped by budget[/]: {run.budget_stop}. "
-            "Run the same command with a higher limit to continue."
+            f"[yellow]Stopped by budget[/]: {run.budget_stop}. Run the same command with a higher limit to continue."
         )
         return 3, stats
     return (1 if stats["prompts"]["failed"] else 0), stats

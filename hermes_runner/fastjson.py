@@ -17,4 +17,3 @@ def loads(data: bytes | str) -> object:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(data)
-

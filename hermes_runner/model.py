@@ -230,7 +230,9 @@ def request_extras(
     for name in ("only", "ignore", "order", "sort", "allow_fallbacks", "require_parameters", "data_collection"):
         value = getattr(provider, name)
         if value is not None:
-            routing[name] = value.value if isinstance(value, Enum) else list(value) if isinstance(value, list) else value
+            routing[name] = (
+                value.value if isinstance(value, Enum) else list(value) if isinstance(value, list) else value
+            )
     if routing:
         extra["provider"] = routing
     effort = reasoning.effort.value if reasoning.effort is not None else None

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 
-_INLINE = re.compile(
-    r"<(think|thinking|REASONING_SCRATCHPAD)>(.*?)(?:</\1>|\Z)", re.DOTALL | re.IGNORECASE
-)
+_INLINE = re.compile(r"<(think|thinking|REASONING_SCRATCHPAD)>(.*?)(?:</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 
 
 def _details_text(details: object) -> str | None:

@@ -105,7 +105,10 @@ def build_report(
     dirs = find_runs(root)
     sweep = dirs != [root]
     labels = job_labels(root, dirs) if sweep else [root.name]
-    jobs = [Job(label, RunData.load(d), f"#{i + 1}" if sweep else "") for i, (label, d) in enumerate(zip(labels, dirs, strict=False))]
+    jobs = [
+        Job(label, RunData.load(d), f"#{i + 1}" if sweep else "")
+        for i, (label, d) in enumerate(zip(labels, dirs, strict=False))
+    ]
     html = render(root, jobs, sweep, max_trajectories, max_chars)
     target = Path(out) if out else root / REPORT
     atomic_write(target, html.encode())

@@ -66,8 +66,10 @@ def data_config(cfg: RunConfig) -> dict:
     out = {}
     for key in DATA_KEYS:
         value = OmegaConf.select(conf, key)
-        out[key] = OmegaConf.to_container(value, resolve=True, enum_to_str=True) if OmegaConf.is_config(value) else (
-            value.value if hasattr(value, "value") else value
+        out[key] = (
+            OmegaConf.to_container(value, resolve=True, enum_to_str=True)
+            if OmegaConf.is_config(value)
+            else (value.value if hasattr(value, "value") else value)
         )
     # Toolsets dropped for want of a backend change what prompts are offered.
     out["toolsets_unavailable"] = sorted(tool_services.unavailable(cfg)) or None
@@ -112,7 +114,9 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def record_invocation(run_dir: Path, n: int, cfg: RunConfig, overrides: list[str], started: float, ended: float | None) -> None:
+def record_invocation(
+    run_dir: Path, n: int, cfg: RunConfig, overrides: list[str], started: float, ended: float | None
+) -> None:
     entry = {
         "invocation": n,
         "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
@@ -339,7 +343,13 @@ class Run:
                 log_prefix_chars=cfg.log_prefix_chars,
             )
             spec = WorkerSpec(
-                cfg, str(self.dir), settings, served_url, dict(plan.images), cfg.num_workers, dict(self.toolsets_dropped)
+                cfg,
+                str(self.dir),
+                settings,
+                served_url,
+                dict(plan.images),
+                cfg.num_workers,
+                dict(self.toolsets_dropped),
             )
             async with open_executor(cfg, spec, self.limiter, self.budget) as (executor, work):
                 self.executor = executor

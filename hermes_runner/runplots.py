@@ -148,7 +148,9 @@ def run_charts(job: Job, summ: dict) -> list[Chart]:
 def comparison_charts(jobs: list[Job], summs: list[dict]) -> list[Chart]:
     """Plots that put a sweep's jobs side by side."""
     series = [*STATUSES, "pending"]
-    rows = [(j.name, [*(sm["counts"][k] for k in STATUSES), sm["pending"] or 0]) for j, sm in zip(jobs, summs, strict=False)]
+    rows = [
+        (j.name, [*(sm["counts"][k] for k in STATUSES), sm["pending"] or 0]) for j, sm in zip(jobs, summs, strict=False)
+    ]
     charts = [
         Chart(
             "Outcomes per job",
@@ -192,7 +194,10 @@ def comparison_charts(jobs: list[Job], summs: list[dict]) -> list[Chart]:
         )
     )
     metrics = ["kept %", "reasoning coverage %", "tool success %"]
-    values = {j.name: [sm["kept_pct"], sm["reasoning_pct"], sm["tool_success_pct"]] for j, sm in zip(jobs, summs, strict=False)}
+    values = {
+        j.name: [sm["kept_pct"], sm["reasoning_pct"], sm["tool_success_pct"]]
+        for j, sm in zip(jobs, summs, strict=False)
+    }
     charts.append(
         Chart(
             "Rates per job", svgchart.grouped_bars(metrics, values, label="rates", fmt=svgchart.fmt_pct, max_value=100)

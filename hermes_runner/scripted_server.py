@@ -314,7 +314,9 @@ class ScriptedServer(LoopbackApp):
             elif where == "reasoning_content":
                 msg["reasoning_content"] = reasoning
             elif where == "reasoning_details":
-                msg["reasoning_details"] = [{"type": "reasoning.text", "text": reasoning, "format": "unknown", "index": 0}]
+                msg["reasoning_details"] = [
+                    {"type": "reasoning.text", "text": reasoning, "format": "unknown", "index": 0}
+                ]
             elif where == "think":
                 msg["content"] = f"<think>{reasoning}</think>\n{msg['content'] or ''}"
             elif where == "scratchpad":

@@ -87,7 +87,9 @@ class RunStats:
         return out
 
     def reasoning_statistics(self, kept_only: bool = False) -> dict:
-        total, with_r = (self.kept_turns, self.kept_reasoning_turns) if kept_only else (self.turns, self.reasoning_turns)
+        total, with_r = (
+            (self.kept_turns, self.kept_reasoning_turns) if kept_only else (self.turns, self.reasoning_turns)
+        )
         return {
             "total_assistant_turns": total,
             "turns_with_reasoning": with_r,

@@ -211,7 +211,9 @@ class RunStore:
                     if rec["offset"] + rec["length"] > sizes[fname]:
                         log.warning("ledger points past the end of %s; prompt %s will run again", fname, key)
                         continue
-                    state.terminal[key] = Ref(status, fname, rec["offset"], rec["length"], rec["index"], rec.get("batch", -1))
+                    state.terminal[key] = Ref(
+                        status, fname, rec["offset"], rec["length"], rec["index"], rec.get("batch", -1)
+                    )
                     state.failed.pop(key, None)
                 elif status == "failed":
                     state.failed[key] = rec

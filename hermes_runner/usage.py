@@ -38,7 +38,9 @@ def price_cost(usage: Usage, price: PriceConfig) -> float:
     cached_rate = price.cached_prompt_per_mtok if price.cached_prompt_per_mtok is not None else price.prompt_per_mtok
     uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
     return (
-        uncached * price.prompt_per_mtok + usage.cached_tokens * cached_rate + usage.completion_tokens * price.completion_per_mtok
+        uncached * price.prompt_per_mtok
+        + usage.cached_tokens * cached_rate
+        + usage.completion_tokens * price.completion_per_mtok
     ) / 1e6
 
 

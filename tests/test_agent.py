@@ -78,12 +78,16 @@ def test_repeated_invalid_calls_stop_the_loop_as_partial(make_cfg, tmp_path, run
 
 
 def test_max_turns_bounds_the_loop(make_cfg, tmp_path, run_dir, server):
-    entry, _ = run_one(make_cfg, tmp_path, run_dir, script(*[{"tool_calls": [TERM], "reasoning": "r"}] * 9), "max_turns=4")
+    entry, _ = run_one(
+        make_cfg, tmp_path, run_dir, script(*[{"tool_calls": [TERM], "reasoning": "r"}] * 9), "max_turns=4"
+    )
     assert entry["api_calls"] == 4 and not entry["completed"] and not entry["partial"]
 
 
 def test_output_cut_by_length_is_partial(make_cfg, tmp_path, run_dir, server):
-    entry, _ = run_one(make_cfg, tmp_path, run_dir, script({"content": "cut", "reasoning": "r", "finish_reason": "length"}))
+    entry, _ = run_one(
+        make_cfg, tmp_path, run_dir, script({"content": "cut", "reasoning": "r", "finish_reason": "length"})
+    )
     assert entry["partial"] and not entry["completed"]
 
 
@@ -111,7 +115,10 @@ def test_usage_is_summed_per_trajectory(make_cfg, tmp_path, run_dir, server):
     u1 = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
           "completion_tokens_details": {"reasoning_tokens": 3}, "prompt_tokens_details": {"cached_tokens": 4}}  # fmt: skip
     u2 = {"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27}
-    steps = [{"tool_calls": [TERM], "reasoning": "r", "usage": u1, "cost": 0.001}, {**FINAL, "usage": u2, "cost": 0.002}]
+    steps = [
+        {"tool_calls": [TERM], "reasoning": "r", "usage": u1, "cost": 0.001},
+        {**FINAL, "usage": u2, "cost": 0.002},
+    ]
     entry, stats = run_one(make_cfg, tmp_path, run_dir, script(*steps))
     assert entry["usage"] == {"prompt_tokens": 30, "completion_tokens": 12, "cached_tokens": 4,
                               "reasoning_tokens": 3, "total_tokens": 42, "cost_usd": pytest.approx(0.003)}  # fmt: skip
@@ -120,7 +127,9 @@ def test_usage_is_summed_per_trajectory(make_cfg, tmp_path, run_dir, server):
 
 def test_ephemeral_prompt_and_prefill_are_sent_but_never_saved(make_cfg, tmp_path, run_dir, server):
     prefill = tmp_path / "prefill.json"
-    prefill.write_text(json.dumps([{"role": "user", "content": "PREFILL-U"}, {"role": "assistant", "content": "PREFILL-A"}]))
+    prefill.write_text(
+        json.dumps([{"role": "user", "content": "PREFILL-U"}, {"role": "assistant", "content": "PREFILL-A"}])
+    )
     entry, _ = run_one(
         make_cfg, tmp_path, run_dir, "hello",
         "ephemeral_system_prompt=EPHEMERAL-SECRET-INSTRUCTION", f"prefill_messages_file={prefill}",
@@ -161,7 +170,13 @@ def test_provider_routing_and_reasoning_reach_the_request(make_cfg, tmp_path, ru
 def test_api_key_is_sent_but_never_stored_or_shown_to_the_sandbox(make_cfg, tmp_path, run_dir, server, monkeypatch):
     secret = "sk-test-9f8e7d6c5b4a-do-not-leak"
     monkeypatch.setenv("HR_TEST_API_KEY", secret)
-    steps = [{"tool_calls": [{"name": "terminal", "arguments": {"command": "env; cat /proc/self/environ"}}], "reasoning": "r"}, FINAL]
+    steps = [
+        {
+            "tool_calls": [{"name": "terminal", "arguments": {"command": "env; cat /proc/self/environ"}}],
+            "reasoning": "r",
+        },
+        FINAL,
+    ]
     entry, _ = run_one(make_cfg, tmp_path, run_dir, script(*steps), "model.api_key_env=HR_TEST_API_KEY", "verbose=true")
     assert server.requests[0].headers["Authorization"] == f"Bearer {secret}"
     tool_turn = next(t for t in entry["conversations"] if t["from"] == "tool")

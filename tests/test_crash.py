@@ -119,9 +119,10 @@ def test_second_ctrl_c_exits_at_once(server, tmp_path):
     run_dir = tmp_path / "run"
     marker = f"marker-{os.getpid()}-{time.time_ns()}"
     serve = (
-        f"model.serve.command=[sh,-c,'trap \"\" TERM; exec env HR_MARK={marker} {{python}} "
+        f'model.serve.command=[sh,-c,\'trap "" TERM; exec env HR_MARK={marker} {{python}} '
         "-m hermes_runner.scripted_server --port {port} --latency 30']"
     )
+
     def servers() -> list:
         found = []
         for p in psutil.process_iter():
@@ -134,7 +135,14 @@ def test_second_ctrl_c_exits_at_once(server, tmp_path):
 
     log = tmp_path / "cli.log"
     args = cli_args(
-        server, tmp_path, ds, run_dir, "num_workers=4", "model.serve.enabled=true", "model.serve.stop_timeout_s=5", serve
+        server,
+        tmp_path,
+        ds,
+        run_dir,
+        "num_workers=4",
+        "model.serve.enabled=true",
+        "model.serve.stop_timeout_s=5",
+        serve,
     )
     proc = start(args, log)
     deadline = time.monotonic() + 60

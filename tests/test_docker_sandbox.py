@@ -55,7 +55,9 @@ def engine():
             pytest.fail(f"HERMES_REQUIRE_DOCKER=1 but {msg}")
         pytest.skip(msg)
     for tag, dockerfile in DOCKERFILES.items():
-        client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True, network_mode="none")
+        client.images.build(
+            fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True, network_mode="none"
+        )
     yield client
     client.close()
 
@@ -140,7 +142,9 @@ def test_no_state_survives_between_prompts(engine, make_cfg, server, tmp_path, r
     """Pre-started containers (pool) still serve one prompt each."""
     cmd = "test -e /tmp/marker && echo LEAK; touch /tmp/marker; echo id=$(hostname)"
     rows = [{"prompt": script(sh(cmd), DONE, text=f"state{i}")} for i in range(6)]
-    cfg = docker_cfg(make_cfg, "sandbox.docker.pool_size=2", "num_workers=2", dataset=write_jsonl(tmp_path / "d.jsonl", rows))
+    cfg = docker_cfg(
+        make_cfg, "sandbox.docker.pool_size=2", "num_workers=2", dataset=write_jsonl(tmp_path / "d.jsonl", rows)
+    )
     code, stats = run_inprocess(cfg, run_dir)
     assert code == 0
     outs = [tool_results(server, f"state{i}")[0]["output"] for i in range(6)]
@@ -181,9 +185,15 @@ def test_network_is_off_by_default(engine, tmp_path):
         fetch = f'printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 3 {{gw}} {port} | tail -n 1'
         # Control: with the bridge network the host's listener answers (so the check below can fail).
         gw_cmd = "ip route | awk '/default/ {print $3}'"
-        gw, pong = _run(_in_container(DockerSandboxOptions(network_mode="bridge"), [gw_cmd, fetch.format(gw=f"$({gw_cmd})")], tmp_path))
+        gw, pong = _run(
+            _in_container(
+                DockerSandboxOptions(network_mode="bridge"), [gw_cmd, fetch.format(gw=f"$({gw_cmd})")], tmp_path
+            )
+        )
         assert pong.output.strip() == "pong", pong
-        links, blocked = _run(_in_container(DockerSandboxOptions(), ["ls /sys/class/net", fetch.format(gw=gw.output.strip())], tmp_path))
+        links, blocked = _run(
+            _in_container(DockerSandboxOptions(), ["ls /sys/class/net", fetch.format(gw=gw.output.strip())], tmp_path)
+        )
         assert links.output.split() == ["lo"]
         assert "pong" not in blocked.output and "unreachable" in blocked.output.lower()
     finally:
@@ -214,7 +224,16 @@ def test_hardening_defaults_and_host_env(engine, tmp_path, monkeypatch):
     ], tmp_path))  # fmt: skip
     env, ro, chown, nnp, init, caps = (r.output for r in results)
     assert "sk-live-should-never-leak" not in env and "HERMES_FAKE_SECRET" not in env
-    assert set(line.split("=")[0] for line in env.split()) <= {"HOME", "TERM", "PATH", "HOSTNAME", "PWD", "SHLVL", "OLDPWD", "_"}
+    assert set(line.split("=")[0] for line in env.split()) <= {
+        "HOME",
+        "TERM",
+        "PATH",
+        "HOSTNAME",
+        "PWD",
+        "SHLVL",
+        "OLDPWD",
+        "_",
+    }
     assert "Read-only file system" in ro
     assert "Operation not permitted" in chown  # root without capabilities
     assert nnp.split() == ["NoNewPrivs:", "1"]
@@ -336,7 +355,9 @@ def test_interrupted_runner_leaves_no_container(engine, server, tmp_path, run_di
         assert proc.returncode == -signal.SIGKILL
         assert before <= {c["Id"] for c in containers_of(engine, run_dir)}  # orphans, until the resume
     server.handler = lambda body, srv: srv.completion(body, DONE)  # the model now answers without a command
-    res = subprocess.run(_cli(server, tmp_path, run_dir, dataset), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        _cli(server, tmp_path, run_dir, dataset), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert containers_of(engine, run_dir) == []
     assert len(read_jsonl(run_dir / "trajectories.jsonl")) == 3

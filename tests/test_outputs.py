@@ -15,13 +15,21 @@ VARIED = [
     lambda i: f"default {i}",
     lambda i: script({"content": f"direct {i}", "reasoning": "easy"}),
     lambda i: script(
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a", "content": str(i)}},
-                        {"name": "read_file", "arguments": {"path": "a"}}], "reasoning": "r", "reasoning_field": "think"},
+        {
+            "tool_calls": [
+                {"name": "write_file", "arguments": {"path": "a", "content": str(i)}},
+                {"name": "read_file", "arguments": {"path": "a"}},
+            ],
+            "reasoning": "r",
+            "reasoning_field": "think",
+        },
         {"tool_calls": [{"name": "terminal", "arguments": {"command": "exit 1"}}], "reasoning": "r"},
         {"content": "ok", "reasoning": "r", "reasoning_field": "reasoning_details"},
     ),  # fmt: skip
-    lambda i: script({"tool_calls": [{"name": "read_file", "arguments": {"path": "missing"}}], "reasoning": "r"},
-                     {"content": "cut", "reasoning": "r", "finish_reason": "length"}),  # fmt: skip
+    lambda i: script(
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "missing"}}], "reasoning": "r"},
+        {"content": "cut", "reasoning": "r", "finish_reason": "length"},
+    ),  # fmt: skip
 ]
 
 
@@ -35,7 +43,9 @@ def shape(value):
 
 
 def test_200_prompts_16_workers_one_schema_and_hf_loadable(make_cfg, tmp_path, run_dir, server):
-    rows = [{"prompt": VARIED[i % len(VARIED)](i), **({"extra": i} if i % 3 == 0 else {"other": "x"})} for i in range(200)]
+    rows = [
+        {"prompt": VARIED[i % len(VARIED)](i), **({"extra": i} if i % 3 == 0 else {"other": "x"})} for i in range(200)
+    ]
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     server.latency = 0.2  # long enough that all 16 sessions are in flight together
     code, stats = run_inprocess(make_cfg("num_workers=16", "batch_size=25", dataset=ds), run_dir)
@@ -115,4 +125,7 @@ def test_statistics_json(make_cfg, tmp_path, run_dir, server):
     r = saved["reasoning_statistics"]
     assert r["total_assistant_turns"] == r["turns_with_reasoning"] + r["turns_without_reasoning"] == 17
     assert r["turns_without_reasoning"] == 1
-    assert saved["usage"]["total_tokens"] > 0 and saved["api_calls"] == sum(e["api_calls"] for e in read_jsonl(run_dir / "trajectories.jsonl")) + 1
+    assert (
+        saved["usage"]["total_tokens"] > 0
+        and saved["api_calls"] == sum(e["api_calls"] for e in read_jsonl(run_dir / "trajectories.jsonl")) + 1
+    )

@@ -31,7 +31,15 @@ from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, run_cli, run
 
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROME_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="module")

@@ -151,7 +151,9 @@ def test_changed_data_config_refuses_unless_forced(make_cfg, tmp_path, run_dir, 
     code, stats = run_inprocess(make_cfg("model.name=other-model", "force_resume=true", dataset=ds), run_dir)
     assert code == 0 and stats["prompts"]["ok"] == 2
     history = read_jsonl(run_dir / "invocations.jsonl")
-    assert [h["config"]["model"]["name"] for h in history] == ["local-model", "local-model", "other-model"][-len(history) :]
+    assert [h["config"]["model"]["name"] for h in history] == ["local-model", "local-model", "other-model"][
+        -len(history) :
+    ]
 
 
 def test_multiset_of_outputs_matches_dataset(make_cfg, tmp_path, run_dir, server):

@@ -135,7 +135,11 @@ def moa_agent(body: dict, srv):
     return srv.completion(body, {"content": "42", "reasoning": "r", "usage": MAIN_USAGE})
 
 
-MOA = ["distribution=default", "tools.moa.reference_models=[{model:ref-a},{model:ref-b}]", "tools.moa.aggregator.model=agg"]
+MOA = [
+    "distribution=default",
+    "tools.moa.reference_models=[{model:ref-a},{model:ref-b}]",
+    "tools.moa.aggregator.model=agg",
+]
 
 
 def test_tool_models_spend_counts_in_the_prompt_and_the_run(make_cfg, tmp_path, run_dir, server):

@@ -58,9 +58,15 @@ def box(tmp_path):
 
 def test_registry_is_the_single_list_of_tools():
     names = tool_names()
-    assert names == sorted(set(names)) and {"terminal", "read_file", "write_file", "patch", "search_files"} <= set(names)
+    assert names == sorted(set(names)) and {"terminal", "read_file", "write_file", "patch", "search_files"} <= set(
+        names
+    )
     assert {t.name for ts in ("terminal", "file") for t in tools_for([ts])} == {
-        "terminal", "read_file", "write_file", "patch", "search_files"
+        "terminal",
+        "read_file",
+        "write_file",
+        "patch",
+        "search_files",
     }
     assert [t.name for t in tools_for(["terminal"])] == ["terminal"]
     for t in all_tools().values():

@@ -93,7 +93,9 @@ class DockerSandbox:
 
     async def read_file(self, path: str) -> bytes:
         try:
-            return await self._b.call(docker_exec.read_file, self._b.api, self.id, self._path(path), MAX_READ_BYTES, io=True)
+            return await self._b.call(
+                docker_exec.read_file, self._b.api, self.id, self._path(path), MAX_READ_BYTES, io=True
+            )
         except DockerException as exc:
             raise self._b.gone(self.id, exc) from exc
 

@@ -59,7 +59,12 @@ def _sh(script: str, *args: str) -> list[str]:
 
 
 def run_command(
-    api: APIClient, cid: str, command: str, workdir: str, env: dict[str, str], cap: OutputCap,
+    api: APIClient,
+    cid: str,
+    command: str,
+    workdir: str,
+    env: dict[str, str],
+    cap: OutputCap,
     on_pid: Callable[[int], None],
 ) -> int:
     """Run `command` in `workdir`, feeding its output to `cap`; return its exit code."""

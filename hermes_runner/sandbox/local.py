@@ -23,6 +23,7 @@ from hermes_runner.sandbox.spawn import run_command
 
 log = logging.getLogger(__name__)
 
+
 def default_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "hermes-runner" / "sandboxes"

@@ -50,7 +50,12 @@ async def _read_text(ctx: ToolContext, path: str) -> str:
         "properties": {
             "path": {"type": "string", "description": "File path (relative to the working directory or absolute)."},
             "offset": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_READ_LIMIT, "description": "Lines to read (default 500)."},
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_READ_LIMIT,
+                "description": "Lines to read (default 500).",
+            },
         },
         "required": ["path"],
     },
@@ -88,9 +93,7 @@ async def write_file(ctx: ToolContext, args: dict) -> ToolResult:
 
 
 def _diff(path: str, before: str, after: str) -> str:
-    return "".join(
-        difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}")
-    )
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"))
 
 
 def _find_block(text: str, block: str) -> tuple[int, int] | None:
@@ -247,7 +250,11 @@ async def patch(ctx: ToolContext, args: dict) -> ToolResult:
         "type": "object",
         "properties": {
             "pattern": {"type": "string", "description": "Regex (content) or glob (files)."},
-            "target": {"type": "string", "enum": ["content", "files"], "description": "What to search (default content)."},
+            "target": {
+                "type": "string",
+                "enum": ["content", "files"],
+                "description": "What to search (default content).",
+            },
             "path": {"type": "string", "description": "Directory to search (default '.')."},
             "file_glob": {"type": "string", "description": "Only search files whose name matches this glob."},
             "limit": {"type": "integer", "minimum": 1, "description": "Maximum results (default 50)."},
