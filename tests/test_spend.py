@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from conftest import read_jsonl, run_inprocess, script, write_jsonl
-
 from hermes_runner.scripted_server import turn_of
+
+from conftest import read_jsonl, run_inprocess, script, write_jsonl
 
 TERM = {"name": "terminal", "arguments": {"command": "echo hi"}}
 
