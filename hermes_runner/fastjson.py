@@ -1,4 +1,4 @@
-"""JSON on the hot paths (HTTP replies, ledger reads): orjson, with the stdlib as the fallback.
+"""JSON on the hot paths (HTTP bodies and replies, ledger reads): orjson, with the stdlib as the fallback.
 
 Only for data whose exact number formatting does not matter; dataset rows (hashed into
 prompt keys) and output files keep the stdlib's encoding.
@@ -17,3 +17,11 @@ def loads(data: bytes | str) -> object:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(data)
+
+
+def dumps(obj: object) -> bytes:
+    """Compact UTF-8 JSON (the stdlib for what orjson cannot encode: ints beyond 64 bits, non-str keys)."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()

@@ -325,11 +325,11 @@ class OpenAIChatModel:
     async def _post(self, body: dict) -> Completion:
         """One call through the SDK's raw request path (no per-call params models); a stream is added up."""
         if not self.cfg.stream:
-            raw = await self.client.post(CHAT_PATH, cast_to=httpx2.Response, body=body)
+            raw = await self.client.post(CHAT_PATH, cast_to=httpx2.Response, content=fastjson.dumps(body))
             return parse_completion(fastjson.loads(raw.content))
         acc = StreamAccumulator()
         stream = await self.client.post(
-            CHAT_PATH, cast_to=dict, body=body, stream=True, stream_cls=openai.AsyncStream[dict]
+            CHAT_PATH, cast_to=dict, content=fastjson.dumps(body), stream=True, stream_cls=openai.AsyncStream[dict]
         )
         try:
             async for chunk in stream:

@@ -16,17 +16,27 @@ FUNCTION_CALL_SCHEMA = {
 }
 
 
+_TOOLS_JSON: dict[tuple[str, ...], str] = {}  # by tool names: a run has few distinct tool sets
+
+
+def _tools_json(tools: list[Tool]) -> str:
+    key = tuple(t.name for t in tools)
+    if key not in _TOOLS_JSON:
+        listed = [
+            {"name": t.name, "description": t.description, "parameters": t.parameters, "required": None} for t in tools
+        ]
+        _TOOLS_JSON[key] = json.dumps(listed, ensure_ascii=False)
+    return _TOOLS_JSON[key]
+
+
 def system_turn(tools: list[Tool], system_prompt: str = "") -> str:
     """The Hermes function-calling system message listing the tools the model really had."""
-    listed = [
-        {"name": t.name, "description": t.description, "parameters": t.parameters, "required": None} for t in tools
-    ]
     text = (
         "You are a function-calling AI model. Function signatures are given inside <tools></tools> "
         "XML tags. You may call one or more of these functions to help with the user's request; if "
         "none of them fits, answer the user directly. Never guess argument values. The result of each "
         "call is returned inside <tool_response></tool_response> tags.\n"
-        f"<tools>\n{json.dumps(listed, ensure_ascii=False)}\n</tools>\n"
+        f"<tools>\n{_tools_json(tools)}\n</tools>\n"
         f"Every function call must follow this JSON schema: {json.dumps(FUNCTION_CALL_SCHEMA)}\n"
         "Put each function call inside <tool_call></tool_call> tags, for example:\n"
         '<tool_call>\n{"name": <function-name>, "arguments": <args-dict>}\n</tool_call>'
