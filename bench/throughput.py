@@ -132,8 +132,9 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     from hermes_runner import sharegpt
     from hermes_runner.agent import SessionResult
     from hermes_runner.dataset import Prompt, read_prompts
+    from hermes_runner.manifest import open_run
     from hermes_runner.model import Usage
-    from hermes_runner.runner import _summary, classify, open_run
+    from hermes_runner.runner import _summary, classify
     from hermes_runner.store import RunStore
     from hermes_runner.tools.registry import tool_names, tools_for
 

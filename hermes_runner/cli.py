@@ -18,8 +18,10 @@ from rich.table import Table
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig, RunConfig
 from hermes_runner.errors import ConfigError
+from hermes_runner.manifest import record_invocation
+from hermes_runner.plan import Plan
 from hermes_runner.report import write_report_quietly
-from hermes_runner.runner import Plan, Run, record_invocation
+from hermes_runner.runner import Run
 
 log = logging.getLogger("hermes_runner")
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from hermes_runner.errors import ConfigError
-from hermes_runner.runner import MANIFEST
+from hermes_runner.manifest import MANIFEST
 from hermes_runner.store import LEDGER, atomic_write, atomic_write_json
 
 SHARD_KEYS = ("shard.index", "shard.count")

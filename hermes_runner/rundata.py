@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from hermes_runner.errors import RunnerError
-from hermes_runner.runner import MANIFEST
+from hermes_runner.manifest import MANIFEST
 from hermes_runner.stats import RunStats
 from hermes_runner.store import FAILURES, LEDGER, TERMINAL, Ref, RunStore, iter_lines
 

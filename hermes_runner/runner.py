@@ -8,25 +8,22 @@ import json
 import logging
 import os
 import signal
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-
-from omegaconf import OmegaConf
 
 from hermes_runner import distributions, estimate, sharegpt
 from hermes_runner import services as tool_services
 from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.budget import RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
-from hermes_runner.dataset import Prompt, Rejected, read_prompts
+from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError
 from hermes_runner.executor import Executor, Work, open_executor
+from hermes_runner.manifest import now, open_run, past_durations
 from hermes_runner.model import OpenAIChatModel
+from hermes_runner.plan import Plan, make_plan, pending
 from hermes_runner.progress import RunProgress
 from hermes_runner.ratelimit import EndpointLimiter
 from hermes_runner.sandbox import make_backend
@@ -34,7 +31,6 @@ from hermes_runner.serve import serving
 from hermes_runner.session import Failure, Outcome
 from hermes_runner.stats import RunStats
 from hermes_runner.store import (
-    LedgerState,
     Ref,
     RunDirBusy,
     RunStore,
@@ -48,87 +44,7 @@ from hermes_runner.worker import WorkerSpec
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "run.json"
-INVOCATIONS = "invocations.jsonl"
-REJECTED = "rejected.jsonl"
 CHECKPOINT_EVERY_S = 10.0
-
-# The options that define the data: a resumed run must not change them silently.
-DATA_KEYS = (
-    "dataset_file", "model.name", "distribution", "seed", "max_turns", "max_tokens", "reasoning",
-    "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
-    "sandbox.backend", "sandbox.image", "shard.index", "shard.count",
-)  # fmt: skip
-
-
-def data_config(cfg: RunConfig) -> dict:
-    conf = OmegaConf.structured(cfg)
-    out = {}
-    for key in DATA_KEYS:
-        value = OmegaConf.select(conf, key)
-        out[key] = (
-            OmegaConf.to_container(value, resolve=True, enum_to_str=True)
-            if OmegaConf.is_config(value)
-            else (value.value if hasattr(value, "value") else value)
-        )
-    # Toolsets dropped for want of a backend change what prompts are offered.
-    out["toolsets_unavailable"] = sorted(tool_services.unavailable(cfg)) or None
-    return out
-
-
-def _diff(old: dict, new: dict) -> list[str]:
-    return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if old.get(k) != new.get(k)]
-
-
-def open_run(cfg: RunConfig, run_dir: Path, create: bool = True) -> int:
-    """Check resume rules against the manifest (written by the first real run); return the invocation number."""
-    manifest = run_dir / MANIFEST
-    current = data_config(cfg)
-    if manifest.exists():
-        if not cfg.resume:
-            raise ConfigError(
-                f"run directory {run_dir} already holds run {cfg.run_name!r} and resume=false. "
-                f"To start fresh, delete {run_dir} or choose another run_name; to continue it, drop resume=false."
-            )
-        old = json.loads(manifest.read_text())
-        changes = _diff(old.get("data_config", {}), current)
-        if changes and not cfg.force_resume:
-            raise ConfigError(
-                "the configuration that defines this run's data changed since it began:\n  "
-                + "\n  ".join(changes)
-                + "\nUse another run_name for a new run, or force_resume=true to continue with the new settings."
-            )
-        if changes:
-            log.warning("force_resume: continuing with changed settings: %s", "; ".join(changes))
-    elif create:
-        atomic_write_json(
-            manifest,
-            {"run_name": cfg.run_name, "created": _now(), "data_config": current},
-        )
-    inv_path = run_dir / INVOCATIONS
-    n = sum(1 for _ in inv_path.open()) if inv_path.exists() else 0
-    return n
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def record_invocation(
-    run_dir: Path, n: int, cfg: RunConfig, overrides: list[str], started: float, ended: float | None
-) -> None:
-    entry = {
-        "invocation": n,
-        "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
-        "ended": datetime.fromtimestamp(ended, UTC).isoformat(timespec="seconds") if ended else None,
-        "duration_s": round(ended - started, 3) if ended else None,
-        "pid": os.getpid(),
-        "argv": sys.argv[1:],
-        "overrides": overrides,
-        "config": OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True),
-    }
-    with (run_dir / INVOCATIONS).open("a") as fp:
-        fp.write(json.dumps(entry) + "\n")
 
 
 def load_prefill(path: str | None) -> list[dict]:
@@ -147,78 +63,12 @@ def load_prefill(path: str | None) -> list[dict]:
     return data
 
 
-@dataclass
-class Plan:
-    total: int = 0  # good rows in scope
-    done: int = 0  # already ok or discarded
-    retry: int = 0  # failed before, to run again
-    skipped_failed: int = 0  # failed before, left alone (retry_failed=false)
-    to_run: int = 0
-    rejected: int = 0
-    images: Counter = field(default_factory=Counter)
-    current_index: dict[str, int] = field(default_factory=dict)  # terminal key -> index now
-
-
-def _prompts(cfg: RunConfig, on_reject=None) -> Iterator[Prompt]:
-    return read_prompts(
-        cfg.dataset_file,
-        max_samples=cfg.max_samples,
-        shard_index=cfg.shard.index,
-        shard_count=cfg.shard.count,
-        on_reject=on_reject,
-    )
-
-
-def make_plan(cfg: RunConfig, state: LedgerState, run_dir: Path) -> Plan:
-    """First pass over the dataset: what is done, what runs, which images are needed."""
-    plan = Plan()
-    rejected: list[bytes] = []
-
-    def on_reject(r: Rejected) -> None:
-        plan.rejected += 1
-        log.warning("%s line %d rejected: %s", cfg.dataset_file, r.line, r.reason)
-        rejected.append(dumps_line({"line": r.line, "reason": r.reason, "text": r.text}))
-
-    for p in _prompts(cfg, on_reject):
-        plan.total += 1
-        if p.key in state.terminal:
-            plan.done += 1
-            plan.current_index[p.key] = p.index
-            continue
-        if p.key in state.failed:
-            if not cfg.retry_failed:
-                plan.skipped_failed += 1
-                continue
-            plan.retry += 1
-        plan.to_run += 1
-        image = p.image or cfg.sandbox.image
-        if image:
-            plan.images[image] += 1
-    atomic_write(run_dir / REJECTED, b"".join(rejected))
-    if plan.total == 0:
-        raise ConfigError(
-            f"{cfg.dataset_file} has no usable prompt"
-            + (f" ({plan.rejected} bad lines, see {run_dir / REJECTED})" if plan.rejected else "")
-        )
-    return plan
-
-
-def pending(cfg: RunConfig, state: LedgerState, first_batch: int) -> Iterator[tuple[Prompt, int]]:
-    """Second pass: the prompts to run, each with the batch file it belongs to."""
-    i = 0
-    for p in _prompts(cfg):
-        if p.key in state.terminal or (p.key in state.failed and not cfg.retry_failed):
-            continue
-        yield p, first_batch + i // cfg.batch_size
-        i += 1
-
-
 def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int) -> dict:
     rec = {
         "key": key,
         "index": index,
         "inv": invocation,
-        "ts": _now(),
+        "ts": now(),
         "api_calls": res.api_calls,
         "retries": res.retries,
         "duration_s": round(res.duration_s, 3),
@@ -484,7 +334,7 @@ class Run:
                 "discarded_prompts": sorted(by_status["discarded"]),
                 "failed_prompts": failed,
                 "batch_stats": batch_stats,
-                "last_updated": _now(),
+                "last_updated": now(),
             },
         )
 
@@ -511,7 +361,7 @@ class Run:
     def write_statistics(self, plan: Plan) -> dict:
         s = self.stats
         s.failed = Counter(r.get("error_type", "Error") for r in self.state.failed.values())
-        durations = _durations(self.dir) + (time.time() - self.started)
+        durations = past_durations(self.dir) + (time.time() - self.started)
         batches = sorted({int(p.stem.split("_")[1]) for p in self.dir.glob("batch_*.jsonl")})
         stats = {
             "run_name": self.cfg.run_name,
@@ -520,7 +370,7 @@ class Run:
             "batch_size": self.cfg.batch_size,
             "total_prompts": plan.total,
             "total_batches": len(batches),
-            "completed_at": _now(),
+            "completed_at": now(),
             "duration_seconds": round(durations, 3),
             "prompts": {
                 "total": plan.total,
@@ -558,13 +408,3 @@ class Run:
         stats = self.write_statistics(plan)
         stats["trajectories"] = kept
         return stats
-
-
-def _durations(run_dir: Path) -> float:
-    total = 0.0
-    path = run_dir / INVOCATIONS
-    if path.exists():
-        for line in path.open():
-            with contextlib.suppress(ValueError):
-                total += json.loads(line).get("duration_s") or 0.0
-    return total

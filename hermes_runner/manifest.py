@@ -1,0 +1,112 @@
+"""A run's identity on disk: `run.json` (the config that defines its data, checked on every resume) and
+`invocations.jsonl` (every invocation's overrides and full config)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from hermes_runner import services as tool_services
+from hermes_runner.config import RunConfig
+from hermes_runner.errors import ConfigError
+from hermes_runner.store import atomic_write_json
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "run.json"
+INVOCATIONS = "invocations.jsonl"
+
+# The options that define the data: a resumed run must not change them silently.
+DATA_KEYS = (
+    "dataset_file", "model.name", "distribution", "seed", "max_turns", "max_tokens", "reasoning",
+    "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
+    "sandbox.backend", "sandbox.image", "shard.index", "shard.count",
+)  # fmt: skip
+
+
+def data_config(cfg: RunConfig) -> dict:
+    conf = OmegaConf.structured(cfg)
+    out = {}
+    for key in DATA_KEYS:
+        value = OmegaConf.select(conf, key)
+        out[key] = (
+            OmegaConf.to_container(value, resolve=True, enum_to_str=True)
+            if OmegaConf.is_config(value)
+            else (value.value if hasattr(value, "value") else value)
+        )
+    # Toolsets dropped for want of a backend change what prompts are offered.
+    out["toolsets_unavailable"] = sorted(tool_services.unavailable(cfg)) or None
+    return out
+
+
+def _diff(old: dict, new: dict) -> list[str]:
+    return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if old.get(k) != new.get(k)]
+
+
+def open_run(cfg: RunConfig, run_dir: Path, create: bool = True) -> int:
+    """Check resume rules against the manifest (written by the first real run); return the invocation number."""
+    manifest = run_dir / MANIFEST
+    current = data_config(cfg)
+    if manifest.exists():
+        if not cfg.resume:
+            raise ConfigError(
+                f"run directory {run_dir} already holds run {cfg.run_name!r} and resume=false. "
+                f"To start fresh, delete {run_dir} or choose another run_name; to continue it, drop resume=false."
+            )
+        old = json.loads(manifest.read_text())
+        changes = _diff(old.get("data_config", {}), current)
+        if changes and not cfg.force_resume:
+            raise ConfigError(
+                "the configuration that defines this run's data changed since it began:\n  "
+                + "\n  ".join(changes)
+                + "\nUse another run_name for a new run, or force_resume=true to continue with the new settings."
+            )
+        if changes:
+            log.warning("force_resume: continuing with changed settings: %s", "; ".join(changes))
+    elif create:
+        atomic_write_json(
+            manifest,
+            {"run_name": cfg.run_name, "created": now(), "data_config": current},
+        )
+    inv_path = run_dir / INVOCATIONS
+    n = sum(1 for _ in inv_path.open()) if inv_path.exists() else 0
+    return n
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def record_invocation(
+    run_dir: Path, n: int, cfg: RunConfig, overrides: list[str], started: float, ended: float | None
+) -> None:
+    entry = {
+        "invocation": n,
+        "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+        "ended": datetime.fromtimestamp(ended, UTC).isoformat(timespec="seconds") if ended else None,
+        "duration_s": round(ended - started, 3) if ended else None,
+        "pid": os.getpid(),
+        "argv": sys.argv[1:],
+        "overrides": overrides,
+        "config": OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True),
+    }
+    with (run_dir / INVOCATIONS).open("a") as fp:
+        fp.write(json.dumps(entry) + "\n")
+
+
+def past_durations(run_dir: Path) -> float:
+    """Seconds spent by the invocations recorded so far."""
+    total = 0.0
+    path = run_dir / INVOCATIONS
+    if path.exists():
+        for line in path.open():
+            with contextlib.suppress(ValueError):
+                total += json.loads(line).get("duration_s") or 0.0
+    return total
