@@ -142,3 +142,28 @@ def test_private_addresses_blocked_by_default(tools_cfg, local_site):
     out = run_tools(tools_cfg("tools.allow_private_urls=false"), ["web"], body)
     err = out["results"][0]["error"]
     assert "127.0.0.1 resolves to a private or local address" in err and "allow_private_urls" in err
+
+
+def test_dns_rebinding_is_refused_at_connect_time(tools_cfg, local_site, monkeypatch):
+    """A host whose DNS answered a public address for the check and a private one for the connection."""
+    from hermes_runner.services import egress, fetch
+
+    async def passed_check(url, allow_private, schemes=()):
+        return None  # what the check saw: a public address
+
+    monkeypatch.setattr(fetch, "check_url", passed_check)
+    local_site.hits.clear()
+
+    async def body(ctx):
+        out, _ = await call(ctx, "web_extract", urls=[local_site.url("/moon.html")])
+        return out
+
+    out = run_tools(tools_cfg("tools.allow_private_urls=false"), ["web"], body)
+    err = out["results"][0]["error"]
+    assert "was blocked" in err and "private or local address" in err, err
+    assert not any(h.startswith("/moon.html") for h in local_site.hits)  # the request never reached the host
+
+    # The same fetch through the egress proxy, when the address is one it may connect to, gets the page.
+    monkeypatch.setattr(fetch, "EgressProxy", lambda: egress.EgressProxy(is_allowed=lambda addr: True))
+    out = run_tools(tools_cfg("tools.allow_private_urls=false"), ["web"], body)
+    assert "Moon" in out["results"][0]["content"] and any(h.startswith("/moon.html") for h in local_site.hits)

@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 HOP_HEADERS = (b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization")
 MAX_HEAD = 65536
+REFUSED_HEADER = "X-Hermes-Egress-Refused"  # on the proxy's own error replies (never on a server's)
 
 
 class Refused(Exception):
@@ -100,6 +101,7 @@ class EgressProxy:
             reason = "Forbidden" if exc.status == 403 else "Bad Gateway"
             writer.write(
                 f"HTTP/1.1 {exc.status} {reason}\r\nContent-Type: text/plain\r\nConnection: close\r\n".encode()
+                + f"{REFUSED_HEADER}: {exc.status}\r\n".encode()
                 + f"Content-Length: {len(body)}\r\n\r\n".encode()
                 + body
             )
