@@ -70,7 +70,9 @@ class Fetcher:
         except TimeoutError:
             raise ToolError(f"timed out after {self.cfg.timeout_s:g}s fetching {url}") from None
         except httpx2.ProxyError as exc:  # the egress proxy refused the CONNECT of an https URL
-            raise BlockedURL(f"fetching {url} was blocked: {exc} (a private or local address, or unreachable)") from None
+            raise BlockedURL(
+                f"fetching {url} was blocked: {exc} (a private or local address, or unreachable)"
+            ) from None
         except httpx2.HTTPError as exc:
             raise ToolError(f"fetching {url} failed: {type(exc).__name__}: {exc}") from None
 
