@@ -1,4 +1,4 @@
-"""Chat model client: OpenAI-compatible calls (the `openai` SDK's error types), retries through `tenacity` only."""
+"""Chat model client: the official `openai` SDK on its aiohttp transport, retries through `tenacity` only."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -148,11 +149,7 @@ class StreamAccumulator:
         self.choices = 0  # chunks that carried a choice
 
     def add(self, chunk: dict) -> None:
-        if chunk.get("error"):
-            err = chunk["error"]
-            message = err.get("message") if isinstance(err, dict) else str(err)
-            code = err.get("code") if isinstance(err, dict) else None
-            raise BrokenStream(f"error in the stream: {message}", code if isinstance(code, int) else None)
+        """Take one chunk (the SDK's stream has already raised for a chunk that carries an `error`)."""
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for choice in chunk.get("choices") or []:
@@ -287,6 +284,7 @@ class OpenAIChatModel:
         max_tokens: int | None = None,
         pool_size: int = 100,
         base_url: str | None = None,
+        hooks: Sequence[object] = (),
     ):
         self.cfg = model
         self._params, self._extra = request_extras(model, provider, reasoning, max_tokens)
@@ -301,7 +299,8 @@ class OpenAIChatModel:
                 limits=httpx2.Limits(max_connections=pool_size + 16, max_keepalive_connections=pool_size + 16),
             ),
         )
-        self.hooks: list = []  # e.g. a rate limiter: `await before_call(estimated_tokens)`, `after_call(exc, completion)`
+        # Call meters, e.g. a rate limiter or a budget: `await before_call(estimated_tokens)`, `after_call(exc, completion)`.
+        self.hooks = list(hooks)
 
     def request_body(self, messages: list[dict], tools: list[dict]) -> dict:
         """The JSON body of one chat-completions call (extra_body last, so it wins, as in the SDK)."""
@@ -322,14 +321,14 @@ class OpenAIChatModel:
             return True
         return sum(m["role"] == "assistant" for m in messages) < self.cfg.tool_choice_turns
 
-    async def _post(self, body: dict) -> Completion:
+    async def _post(self, content: bytes) -> Completion:
         """One call through the SDK's raw request path (no per-call params models); a stream is added up."""
         if not self.cfg.stream:
-            raw = await self.client.post(CHAT_PATH, cast_to=httpx2.Response, content=fastjson.dumps(body))
+            raw = await self.client.post(CHAT_PATH, cast_to=httpx2.Response, content=content)
             return parse_completion(fastjson.loads(raw.content))
         acc = StreamAccumulator()
         stream = await self.client.post(
-            CHAT_PATH, cast_to=dict, content=fastjson.dumps(body), stream=True, stream_cls=openai.AsyncStream[dict]
+            CHAT_PATH, cast_to=dict, content=content, stream=True, stream_cls=openai.AsyncStream[dict]
         )
         try:
             async for chunk in stream:
@@ -349,7 +348,7 @@ class OpenAIChatModel:
         return parse_completion(acc.body())
 
     async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
-        content = self.request_body(messages, tools)
+        content = fastjson.dumps(self.request_body(messages, tools))  # once, for every attempt
         retries = -1
         estimate = sum(len(str(m.get("content") or "")) for m in messages) / 4 + 1
         retrying = AsyncRetrying(

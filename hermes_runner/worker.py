@@ -51,10 +51,15 @@ async def session_runner(
         for image, reason in unavailable.items():
             log.error("image %s unavailable (%d prompts will fail): %s", image, spec.images.get(image, 0), reason)
         model = OpenAIChatModel(
-            cfg.model, cfg.provider, cfg.reasoning, cfg.max_tokens, pool_size=spec.pool_size, base_url=spec.base_url
+            cfg.model,
+            cfg.provider,
+            cfg.reasoning,
+            cfg.max_tokens,
+            pool_size=spec.pool_size,
+            base_url=spec.base_url,
+            hooks=hooks,
         )
         stack.push_async_callback(model.aclose)
-        model.hooks += list(hooks)
         dropped = spec.toolsets_dropped
         services = tool_services.ToolServices(
             cfg, set(tool_services.drawable(cfg)) - set(dropped), spec.base_url, hooks=tool_hooks

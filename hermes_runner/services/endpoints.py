@@ -43,9 +43,7 @@ def chat_model(
     ep: EndpointConfig, main: ModelConfig, main_url: str | None, pool_size: int, hooks: Sequence[object] = ()
 ) -> OpenAIChatModel:
     mc = model_config(ep, main, main_url)
-    model = OpenAIChatModel(mc, ProviderConfig(), ReasoningConfig(), ep.max_tokens, pool_size=pool_size)
-    model.hooks += list(hooks)
-    return model
+    return OpenAIChatModel(mc, ProviderConfig(), ReasoningConfig(), ep.max_tokens, pool_size=pool_size, hooks=hooks)
 
 
 class ImageEndpoint:
