@@ -135,6 +135,7 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     from hermes_runner.manifest import open_run
     from hermes_runner.model import Usage
     from hermes_runner.runner import _summary, classify
+    from hermes_runner.services import unavailable
     from hermes_runner.store import RunStore
     from hermes_runner.tools.registry import tool_names, tools_for
 
@@ -143,7 +144,7 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     overrides = base_overrides("http://127.0.0.1:9/v1", dataset, run_dir, "resume")
     cfg = compose(overrides)
     run_dir.mkdir(parents=True)
-    open_run(cfg, run_dir)
+    open_run(cfg, run_dir, unavailable(cfg))
     names = tool_names()
     call = {
         "id": "call_0",

@@ -8,12 +8,12 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from hermes_runner import services as tool_services
 from hermes_runner.config import RunConfig
 from hermes_runner.errors import ConfigError
 from hermes_runner.store import atomic_write_json
@@ -31,7 +31,8 @@ DATA_KEYS = (
 )  # fmt: skip
 
 
-def data_config(cfg: RunConfig) -> dict:
+def data_config(cfg: RunConfig, dropped: Collection[str]) -> dict:
+    """The options that define the run's data, with the toolsets dropped for want of a backend."""
     conf = OmegaConf.structured(cfg)
     out = {}
     for key in DATA_KEYS:
@@ -42,7 +43,7 @@ def data_config(cfg: RunConfig) -> dict:
             else (value.value if hasattr(value, "value") else value)
         )
     # Toolsets dropped for want of a backend change what prompts are offered.
-    out["toolsets_unavailable"] = sorted(tool_services.unavailable(cfg)) or None
+    out["toolsets_unavailable"] = sorted(dropped) or None
     return out
 
 
@@ -50,10 +51,13 @@ def _diff(old: dict, new: dict) -> list[str]:
     return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if old.get(k) != new.get(k)]
 
 
-def open_run(cfg: RunConfig, run_dir: Path, create: bool = True) -> int:
-    """Check resume rules against the manifest (written by the first real run); return the invocation number."""
+def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], create: bool = True) -> int:
+    """Check resume rules against the manifest (written by the first real run); return the invocation number.
+
+    `dropped`: the distribution's toolsets left out for want of a backend (services.check_toolsets).
+    """
     manifest = run_dir / MANIFEST
-    current = data_config(cfg)
+    current = data_config(cfg, dropped)
     if manifest.exists():
         if not cfg.resume:
             raise ConfigError(

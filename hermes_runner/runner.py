@@ -141,7 +141,7 @@ class Run:
             self.store.lock()
         except RunDirBusy as exc:
             raise ConfigError(f"{exc}: one run directory takes one runner at a time") from None
-        self.invocation = open_run(cfg, self.dir, create=not cfg.dry_run)
+        self.invocation = open_run(cfg, self.dir, self.toolsets_dropped, create=not cfg.dry_run)
         self.state = self.store.load(on_record=self.stats.add)
         plan = make_plan(cfg, self.state, self.dir)
         self.plan_index = plan.current_index
@@ -220,7 +220,6 @@ class Run:
                 batch_of[p.key] = b
                 yield p
 
-        self._loop = asyncio.get_running_loop()
         syncer = asyncio.ensure_future(self._sync_loop())
         self.progress = RunProgress(cfg.run_name, plan.to_run, enabled=cfg.progress, status=self.limiter.describe)
         try:
