@@ -115,9 +115,9 @@ async def open_executor(
 ) -> AsyncIterator[tuple[Executor, Work]]:
     """The configured executor and the `work` to map with it (one prompt -> one Outcome).
 
-    In-process, `limiter` meters every call of the run's model and `budget` those of tools' models (vision,
-    MoA) too. On Ray, each actor paces its share
-    of the rate limit itself and the budget is charged with each prompt's usage as it comes back.
+    In-process, `limiter` meters every call of the run's model, and `budget` those of tools' models
+    (vision, MoA) too. On Ray, each actor paces its share of the rate limit itself, and the budget is
+    charged with each prompt's usage as it comes back.
     """
     backend = cfg.executor.backend
     if backend == "local":
