@@ -61,7 +61,10 @@ PYEOF
 
 case "$want" in
   core) install_extra "" ;;
-  dev) install_extra dev ;;
+  dev)
+    install_extra dev
+    PYTHON="$PY" scripts/consumer_venvs.sh
+    ;;
   local)
     install_extra ""
     s=$(stamp local)
