@@ -370,6 +370,7 @@ class OpenAIChatModel:
                         for h in self.hooks:
                             h.after_call(exc, None)
                         raise
+                    fill_cost(completion.usage, self.cfg.price)  # before the meters see it
                     for h in self.hooks:
                         h.after_call(None, completion)
         except openai.APIStatusError as exc:
@@ -377,7 +378,6 @@ class OpenAIChatModel:
         except (openai.APIConnectionError, EmptyResponse, BrokenStream) as exc:
             raise ModelCallError(_describe(exc, retries)) from exc
         completion.retries = retries
-        fill_cost(completion.usage, self.cfg.price)
         return completion
 
     @staticmethod

@@ -19,6 +19,8 @@ class RunStats:
     ok: int = 0
     completed: int = 0
     partial: int = 0
+    stopped: int = 0  # kept, neither completed nor partial (e.g. max_turns)
+    stop_reasons: Counter = field(default_factory=Counter)  # kept: stop reason -> prompts
     discarded: Counter = field(default_factory=Counter)
     failed: Counter = field(default_factory=Counter)  # error type -> still-failed prompts (set at the end)
     tools: dict[str, list[int]] = field(default_factory=dict)  # kept: name -> [count, failures]
@@ -33,10 +35,21 @@ class RunStats:
     retries: int = 0
     prompt_seconds: float = 0.0
     batches: dict[int, Counter] = field(default_factory=dict)
+    # Prompts finished earlier that are not in the current dataset (rows edited or removed): status -> count.
+    out_of_scope: Counter = field(default_factory=Counter)
 
-    def add(self, rec: dict) -> None:
-        """Count one ledger record; every attempt's spend counts, outcomes only once per prompt."""
+    def add(self, rec: dict, in_scope: bool = True) -> None:
+        """Count one ledger record; every attempt's spend counts, outcomes only once per prompt and only
+        for prompts of the current dataset (`in_scope`)."""
         status = rec["status"]
+        self.add_spend(rec)
+        if not in_scope:
+            if status != "failed":
+                self.out_of_scope[status] += 1
+            return
+        self.add_outcome(rec)
+
+    def add_spend(self, rec: dict) -> None:
         usage = rec.get("usage")
         if usage:  # field by field: this runs once per ledger record on every resume
             total = self.usage
@@ -46,6 +59,9 @@ class RunStats:
         self.api_calls += rec.get("api_calls", 0)
         self.retries += rec.get("retries", 0)
         self.prompt_seconds += rec.get("duration_s", 0.0)
+
+    def add_outcome(self, rec: dict) -> None:
+        status = rec["status"]
         batch = rec.get("batch", -1)
         per_batch = self.batches.get(batch)
         if per_batch is None:
@@ -63,8 +79,11 @@ class RunStats:
             self.discarded[rec.get("reason", "unknown")] += 1
             return
         self.ok += 1
-        self.completed += bool(rec.get("completed"))
-        self.partial += bool(rec.get("partial"))
+        completed, partial = bool(rec.get("completed")), bool(rec.get("partial"))
+        self.completed += completed
+        self.partial += partial
+        self.stopped += not (completed or partial)
+        self.stop_reasons[rec.get("stop") or "unknown"] += 1
         self.kept_turns += rec.get("turns", 0)
         self.kept_reasoning_turns += rec.get("reasoning_turns", 0)
         for name, (count, failures) in (rec.get("tools") or {}).items():
