@@ -120,7 +120,13 @@ class RunData:
         done = sum(inv.get("duration_s") or 0.0 for inv in self.invocations)
         if self.statistics:
             return float(self.statistics.get("duration_seconds", done))
-        running = [r["ts"] for r in self.final.values() if r.get("inv", -1) >= len(self.invocations) and r.get("ts")]
+        finished = {inv.get("invocation") for inv in self.invocations if inv.get("ended")}
+        first_open = len(finished)  # (records of a runner that wrote its invocation only at the end)
+        running = [
+            r["ts"]
+            for r in self.final.values()
+            if r.get("inv", -1) not in finished and r.get("inv", -1) >= first_open and r.get("ts")
+        ]
         if running:
             span = datetime.fromisoformat(max(running)) - datetime.fromisoformat(min(running))
             done += span.total_seconds()
