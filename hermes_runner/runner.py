@@ -104,6 +104,11 @@ def classify(res: SessionResult, cfg: RunConfig, names: list[str]) -> tuple[str,
     return "ok", None, summary
 
 
+def _positive(counts: Counter) -> dict:
+    """The entries above zero (outcomes taken back for rows no longer in the dataset leave zeros)."""
+    return {k: v for k, v in counts.items() if v > 0}
+
+
 class Run:
     """State of one invocation of a run."""
 
@@ -154,18 +159,15 @@ class Run:
             raise ConfigError(f"{exc}: one run directory takes one runner at a time") from None
         remove_stale_temps(self.dir)
         self.invocation = open_run(cfg, self.dir, self.toolsets_dropped, self.redact)
-        records: list[dict] = []
-        self.state = self.store.load(on_record=records.append)
+        self.state = self.store.load(on_record=self.stats.add)
         plan = make_plan(cfg, self.state, self.dir)
         self.plan_index = idx = plan.current_index
-        # Statistics and checkpoint cover the rows of the current dataset; spend counts every record.
-        for rec in records:
-            self.stats.add(rec, in_scope=rec["key"] in idx)
-        del records
         self.calls = self.store.load_calls(self.state.attempts)
-        gone = [k for k in (*self.state.terminal, *self.state.failed) if k not in idx]
+        # Statistics and checkpoint cover the rows of the current dataset (spend counts every record).
+        gone = {k for k in (*self.state.terminal, *self.state.failed) if k not in idx}
         self.out_of_scope = len(gone)
         if gone:
+            self.store.load(on_record=lambda rec: rec["key"] in gone and self.stats.exclude(rec), repair=False)
             log.warning(
                 "%d prompts recorded in %s are not in the current dataset %s (rows edited or removed%s): "
                 "they are left out of trajectories.jsonl, statistics and the checkpoint; their records stay "
@@ -420,7 +422,7 @@ class Run:
         batch_stats = {
             str(b): {"processed": sum(c.values()), **{s: c[s] for s in ("ok", "discarded", "failed")}}
             for b, c in sorted(self.stats.batches.items())
-            if b >= 0
+            if b >= 0 and sum(c.values()) > 0
         }
         atomic_write_json(
             self.dir / "checkpoint.json",
@@ -481,16 +483,16 @@ class Run:
                 "pending": max(0, plan.total - s.ok - sum(s.discarded.values()) - sum(s.failed.values())),
                 "rejected_lines": plan.rejected,
             },
-            "stop_reasons": dict(s.stop_reasons),
+            "stop_reasons": _positive(s.stop_reasons),
             "not_in_dataset": {"prompts": self.out_of_scope, **s.out_of_scope},
-            "discarded_by_reason": dict(s.discarded),
+            "discarded_by_reason": _positive(s.discarded),
             "discarded_no_reasoning": s.discarded.get("no_reasoning", 0),
             "failed_by_error": dict(s.failed),
             "tool_statistics": s.tool_statistics(self.names),
-            "unknown_tool_calls": dict(s.unknown_tools),
+            "unknown_tool_calls": _positive(s.unknown_tools),
             "reasoning_statistics": s.reasoning_statistics(),
             "reasoning_statistics_kept": s.reasoning_statistics(kept_only=True),
-            "toolsets_sampled": dict(s.toolsets_sampled),
+            "toolsets_sampled": _positive(s.toolsets_sampled),
             "toolsets_unavailable": self.toolsets_dropped,
             "usage": usage.as_dict(),
             "api_calls": s.api_calls + calls.unrecorded_api_calls,
