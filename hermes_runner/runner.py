@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -18,7 +17,7 @@ from hermes_runner import services as tool_services
 from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.budget import RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
-from hermes_runner.dataset import Prompt
+from hermes_runner.dataset import Prompt, parse_json
 from hermes_runner.errors import ConfigError
 from hermes_runner.executor import Executor, Work, open_executor
 from hermes_runner.manifest import now, open_run, past_durations
@@ -50,12 +49,17 @@ CHECKPOINT_EVERY_S = 10.0
 def load_prefill(path: str | None) -> list[dict]:
     if not path:
         return []
+    if Path(path).is_dir():
+        raise ConfigError(f"prefill_messages_file is a directory, not a JSON file: {path}")
     try:
-        data = json.loads(Path(path).read_text())
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"prefill_messages_file not found: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"prefill_messages_file {path} is not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"prefill_messages_file {path} cannot be read: {exc.strerror or exc}") from None
+    data, reason = parse_json(raw)
+    if reason:
+        raise ConfigError(f"prefill_messages_file {path} is unusable: {reason}")
     if not isinstance(data, list) or not all(
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in data
     ):
