@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hermes_runner import distributions
-from hermes_runner.config import DistributionConfig, RunConfig
+from hermes_runner.config import DistributionConfig, RunConfig, check, check_keys
 from hermes_runner.errors import ConfigError
 from hermes_runner.manifest import record_invocation
 from hermes_runner.plan import Plan
@@ -103,7 +103,11 @@ def _run_job(dcfg: DictConfig) -> int:
         console.print(distributions.describe(load_distributions()), markup=False)
         return 0
     try:
+        check_keys(dcfg)
         cfg: RunConfig = OmegaConf.to_object(dcfg)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
     except MissingMandatoryValue as exc:
         log.error("missing a required option: %s (set it on the command line, e.g. %s=...)", exc.full_key, exc.full_key)
         return 2
@@ -117,6 +121,11 @@ def execute_run(
 ) -> tuple[int, dict | None]:
     """Plan, run and finalize one invocation; return (exit code, statistics)."""
     console = console or Console(soft_wrap=True)
+    try:
+        check(cfg)  # before anything is created
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2, None
     run = Run(cfg, run_dir, overrides)
     try:
         return _invocation(run, cfg, run_dir, overrides or [], console)

@@ -129,15 +129,7 @@ class Run:
     # -- setup -----------------------------------------------------------------------
 
     def prepare(self) -> Plan:
-        cfg = self.cfg
-        if cfg.batch_size < 1:
-            raise ConfigError(f"batch_size must be >= 1, not {cfg.batch_size}")
-        if cfg.num_workers < 1:
-            raise ConfigError(f"num_workers must be >= 1, not {cfg.num_workers}")
-        if cfg.max_turns < 1:
-            raise ConfigError(f"max_turns must be >= 1, not {cfg.max_turns}")
-        if not 0 <= cfg.shard.index < cfg.shard.count:
-            raise ConfigError(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
+        cfg = self.cfg  # its values passed config.check before this Run was made
         distributions.validate(cfg.distribution, toolset_names())
         self.toolsets_dropped = tool_services.check_toolsets(cfg)
         self.prefill = load_prefill(cfg.prefill_messages_file)
