@@ -31,6 +31,11 @@ class EmptyResponse(RunnerError):
     """The endpoint answered without choices; retried like a transient error."""
 
 
+class MalformedReply(RunnerError):
+    """A 200 reply that is not a usable completion (not JSON, not an object, `"message": null`); retried
+    like a transient error, then the prompt fails (never kept as an empty trajectory)."""
+
+
 class BrokenStream(RunnerError):
     """A streamed reply broke off with an error event or unreadable data; retried unless its status says not."""
 

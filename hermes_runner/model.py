@@ -18,7 +18,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from hermes_runner import fastjson
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
-from hermes_runner.errors import BrokenStream, ConfigError, EmptyResponse, ModelCallError
+from hermes_runner.errors import BrokenStream, ConfigError, EmptyResponse, MalformedReply, ModelCallError
 from hermes_runner.reasoning import split_reasoning
 from hermes_runner.usage import Usage, fill_cost
 
@@ -44,7 +44,7 @@ class ChatModel(Protocol):
 
 
 def is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, (openai.APIConnectionError, EmptyResponse)):  # includes APITimeoutError
+    if isinstance(exc, (openai.APIConnectionError, EmptyResponse, MalformedReply)):  # includes APITimeoutError
         return True
     if isinstance(exc, BrokenStream):
         return exc.status is None or exc.status in RETRYABLE_STATUS or exc.status >= 500
@@ -109,11 +109,15 @@ def _normalize_tool_calls(raw: list | None) -> list[dict]:
 
 
 def parse_completion(body: dict) -> Completion:
+    if not isinstance(body, dict):
+        raise MalformedReply(f"reply is a JSON {type(body).__name__}, not an object: {json.dumps(body)[:300]}")
     choices = body.get("choices")
     if not choices:
         raise EmptyResponse(f"response without choices: {json.dumps(body)[:300]}")
-    choice = choices[0]
-    raw = choice.get("message") or {}
+    choice = choices[0] if isinstance(choices, list) else None
+    raw = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(raw, dict):
+        raise MalformedReply(f"reply without a message object: {json.dumps(body)[:300]}")
     reasoning, content = split_reasoning(raw)
     msg: dict = {"role": "assistant", "content": content}
     calls = _normalize_tool_calls(raw.get("tool_calls"))
@@ -325,7 +329,11 @@ class OpenAIChatModel:
         """One call through the SDK's raw request path (no per-call params models); a stream is added up."""
         if not self.cfg.stream:
             raw = await self.client.post(CHAT_PATH, cast_to=httpx2.Response, content=content)
-            return parse_completion(fastjson.loads(raw.content))
+            try:
+                body = fastjson.loads(raw.content)
+            except ValueError as exc:
+                raise MalformedReply(f"reply is not JSON ({exc}): {raw.content[:200]!r}") from None
+            return parse_completion(body)
         acc = StreamAccumulator()
         stream = await self.client.post(
             CHAT_PATH, cast_to=dict, content=content, stream=True, stream_cls=openai.AsyncStream[dict]
@@ -374,7 +382,7 @@ class OpenAIChatModel:
                         h.after_call(None, completion)
         except openai.APIStatusError as exc:
             raise ModelCallError(_describe(exc, retries), exc.status_code) from exc
-        except (openai.APIConnectionError, EmptyResponse, BrokenStream) as exc:
+        except (openai.APIConnectionError, EmptyResponse, MalformedReply, BrokenStream) as exc:
             raise ModelCallError(_describe(exc, retries)) from exc
         completion.retries = retries
         fill_cost(completion.usage, self.cfg.price)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from aiohttp import web
 
 from conftest import read_jsonl, run_inprocess, script, write_jsonl
 
@@ -184,3 +185,33 @@ def test_api_key_is_sent_but_never_stored_or_shown_to_the_sandbox(make_cfg, tmp_
     for path in run_dir.rglob("*"):
         if path.is_file():
             assert secret not in path.read_text(errors="replace"), path
+
+
+@pytest.mark.parametrize("reply", [{"message": None}, {"message": "text"}, None])
+def test_a_reply_without_a_message_is_retried_then_fails_never_kept(make_cfg, tmp_path, run_dir, server, reply):
+    def null_message(body, srv):
+        if reply is None:
+            return web.Response(text="[1, 2]", content_type="application/json")  # JSON, but not an object
+        return {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop", **reply}]}
+
+    server.handler = null_message
+    entry, stats = run_one(make_cfg, tmp_path, run_dir, "p", "model.max_retries=2", "filters.require_reasoning=false")
+    assert entry is None and stats["prompts"]["failed"] == 1 and stats["prompts"]["ok"] == 0
+    assert list(stats["failed_by_error"]) == ["ModelCallError"] and len(server.requests) == 3  # retried twice
+    (failure,) = read_jsonl(run_dir / "failures.jsonl")
+    assert failure["error"].startswith("MalformedReply after 2 retries: reply ")
+
+
+def test_a_malformed_reply_then_a_good_one_completes(make_cfg, tmp_path, run_dir, server):
+    calls = []
+
+    def flaky(body, srv):
+        calls.append(1)
+        if len(calls) == 1:
+            return {"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}
+        return None  # the script's reply
+
+    server.handler = flaky
+    entry, stats = run_one(make_cfg, tmp_path, run_dir, script({"content": "fine", "reasoning": "r"}))
+    assert entry is not None and entry["completed"] and stats["retries"] == 1
+    assert entry["conversations"][-1]["value"].endswith("fine")
