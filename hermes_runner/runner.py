@@ -18,7 +18,7 @@ from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.budget import RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
 from hermes_runner.dataset import Prompt, parse_json
-from hermes_runner.errors import ConfigError
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError
 from hermes_runner.executor import Executor, Work, open_executor
 from hermes_runner.manifest import now, open_run, past_durations
 from hermes_runner.model import OpenAIChatModel
@@ -117,6 +117,7 @@ class Run:
         self.started = time.time()
         self.interrupted = False
         self.budget_stop: str | None = None
+        self.endpoint_down: str | None = None  # the endpoint refused connections or credentials: the run stopped
         self.limiter: EndpointLimiter | None = None
         self.executor: Executor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -232,7 +233,10 @@ class Run:
         rec = _summary(outcome, p.key, p.index, self.invocation)
         rec["batch"] = batch
         if isinstance(outcome, Failure):
-            log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, outcome.error)
+            if outcome.error_type in ENDPOINT_DOWN_ERRORS:
+                self._endpoint_down(outcome.error)
+            else:
+                log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, outcome.error)
             rec.update(error_type=outcome.error_type, error=outcome.error)
             self.store.write_failure(rec, {"traceback": outcome.traceback, "prompt": p.prompt[:2000]})
             self.state.failed[p.key] = rec
@@ -261,6 +265,14 @@ class Run:
             self.store.close_batch(batch)
         if self.progress:
             self.progress.advance(status, outcome.usage, self.executor.in_flight if self.executor else 0)
+
+    def _endpoint_down(self, error: str) -> None:
+        """Fail fast: no new prompt starts (those not started stay pending); said once."""
+        if not self.endpoint_down:
+            self.endpoint_down = error
+            log.error("no new prompt starts, the model endpoint can serve none: %s", error)
+        if self.executor:
+            self.executor.stop()
 
     def _budget_exhausted(self, reason: str) -> None:
         """No new prompt starts; in-flight prompts finish."""
