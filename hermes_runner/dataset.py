@@ -137,6 +137,8 @@ def read_prompts(
         for lineno, raw in enumerate(fp, 1):
             if max_samples is not None and index >= max_samples:
                 break
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a UTF-8 byte order mark (files saved by some Windows editors)
             if not raw.strip():
                 continue  # blank lines are allowed
             obj, reason = parse_json(raw)

@@ -117,6 +117,12 @@ def test_hostile_lines_go_to_rejected_jsonl_and_the_run_goes_on(make_cfg, tmp_pa
     assert len(read_jsonl(run_dir / "trajectories.jsonl")) == 2
 
 
+def test_a_byte_order_mark_on_the_first_line_is_skipped(tmp_path):
+    ds = tmp_path / "d.jsonl"
+    ds.write_bytes(b'\xef\xbb\xbf{"prompt": "one"}\r\n{"prompt": "two"}\r\n')
+    assert [p.prompt for p in read_prompts(ds)] == ["one", "two"]
+
+
 def test_a_directory_as_dataset_file_says_so(tmp_path):
     with pytest.raises(ConfigError, match="is a directory"):
         list(read_prompts(tmp_path))
