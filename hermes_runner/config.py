@@ -446,41 +446,29 @@ VALUE_RULES: tuple[tuple[str, str], ...] = (
 _TESTS = {_POSITIVE: lambda v: v > 0, _NON_NEGATIVE: lambda v: v >= 0, _AT_LEAST_1: lambda v: v >= 1}
 
 
-def _values(obj: object, path: list[str], prefix: str = "") -> list[tuple[str, object]]:
-    """(full key, value) of a dotted path in a config object; `*` goes through a list."""
-    if not path:
-        return [(prefix, obj)]
+def _values(obj: object, path: list[str], prefix: str = "") -> list[tuple[str, object, bool]]:
+    """(full key, value, may be null) of a dotted path in a config object; `*` goes through a list."""
     head, rest = path[0], path[1:]
     if head == "*":
         return [v for i, item in enumerate(obj or []) for v in _values(item, rest, f"{prefix}[{i}]")]
-    return _values(getattr(obj, head), rest, f"{prefix}.{head}" if prefix else head)
+    full = f"{prefix}.{head}" if prefix else head
+    if rest:
+        return _values(getattr(obj, head), rest, full)
+    types = {f.name: str(f.type) for f in dataclasses.fields(obj)}
+    return [(full, getattr(obj, head), "None" in types[head])]
 
 
 def check(cfg: RunConfig) -> None:
-    """Check every value rule before anything is created or started; raise ConfigError naming the key."""
+    """Check every value rule before anything is created or started; raise ConfigError naming the keys."""
     problems = []
     for key, rule in VALUE_RULES:
-        try:
-            found = _values(cfg, key.split("."))
-        except AttributeError:
-            continue  # an option another backend's schema does not have
-        for full, value in found:
+        for full, value, nullable in _values(cfg, key.split(".")):
             if value is not None and not isinstance(value, bool) and not _TESTS[rule](value):
-                hint = " (or null)" if _nullable(cfg, full) else ""
-                problems.append(f"{full} must be {rule}{hint}, not {value}")
-    if isinstance(cfg.shard.index, int) and cfg.shard.count >= 1 and cfg.shard.index >= cfg.shard.count:
+                problems.append(f"{full} must be {rule}{' (or null)' if nullable else ''}, not {value}")
+    if cfg.shard.count >= 1 and cfg.shard.index >= cfg.shard.count:
         problems.append(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
     if problems:
         raise ConfigError("invalid configuration: " + "; ".join(problems))
-
-
-def _nullable(cfg: RunConfig, key: str) -> bool:
-    parent_key, _, name = key.rpartition(".")
-    parent = cfg
-    for part in parent_key.replace("[", ".").replace("]", "").split(".") if parent_key else []:
-        parent = parent[int(part)] if part.isdigit() else getattr(parent, part)
-    hints = {f.name: f.type for f in dataclasses.fields(parent)} if dataclasses.is_dataclass(parent) else {}
-    return "None" in str(hints.get(name, ""))
 
 
 def check_keys(dcfg: DictConfig) -> None:
