@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -18,8 +17,8 @@ from hermes_runner import services as tool_services
 from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.budget import RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
-from hermes_runner.dataset import Prompt
-from hermes_runner.errors import ConfigError
+from hermes_runner.dataset import Prompt, parse_json
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError
 from hermes_runner.executor import Executor, Work, open_executor
 from hermes_runner.manifest import now, open_run, past_durations
 from hermes_runner.model import OpenAIChatModel
@@ -50,12 +49,17 @@ CHECKPOINT_EVERY_S = 10.0
 def load_prefill(path: str | None) -> list[dict]:
     if not path:
         return []
+    if Path(path).is_dir():
+        raise ConfigError(f"prefill_messages_file is a directory, not a JSON file: {path}")
     try:
-        data = json.loads(Path(path).read_text())
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"prefill_messages_file not found: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"prefill_messages_file {path} is not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"prefill_messages_file {path} cannot be read: {exc.strerror or exc}") from None
+    data, reason = parse_json(raw)
+    if reason:
+        raise ConfigError(f"prefill_messages_file {path} is unusable: {reason}")
     if not isinstance(data, list) or not all(
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in data
     ):
@@ -113,6 +117,7 @@ class Run:
         self.started = time.time()
         self.interrupted = False
         self.budget_stop: str | None = None
+        self.endpoint_down: str | None = None  # the endpoint refused connections or credentials: the run stopped
         self.limiter: EndpointLimiter | None = None
         self.executor: Executor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -125,15 +130,7 @@ class Run:
     # -- setup -----------------------------------------------------------------------
 
     def prepare(self) -> Plan:
-        cfg = self.cfg
-        if cfg.batch_size < 1:
-            raise ConfigError(f"batch_size must be >= 1, not {cfg.batch_size}")
-        if cfg.num_workers < 1:
-            raise ConfigError(f"num_workers must be >= 1, not {cfg.num_workers}")
-        if cfg.max_turns < 1:
-            raise ConfigError(f"max_turns must be >= 1, not {cfg.max_turns}")
-        if not 0 <= cfg.shard.index < cfg.shard.count:
-            raise ConfigError(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
+        cfg = self.cfg  # its values passed config.check before this Run was made
         distributions.validate(cfg.distribution, toolset_names())
         self.toolsets_dropped = tool_services.check_toolsets(cfg)
         self.prefill = load_prefill(cfg.prefill_messages_file)
@@ -236,7 +233,10 @@ class Run:
         rec = _summary(outcome, p.key, p.index, self.invocation)
         rec["batch"] = batch
         if isinstance(outcome, Failure):
-            log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, outcome.error)
+            if outcome.error_type in ENDPOINT_DOWN_ERRORS:
+                self._endpoint_down(outcome.error)
+            else:
+                log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, outcome.error)
             rec.update(error_type=outcome.error_type, error=outcome.error)
             self.store.write_failure(rec, {"traceback": outcome.traceback, "prompt": p.prompt[:2000]})
             self.state.failed[p.key] = rec
@@ -265,6 +265,14 @@ class Run:
             self.store.close_batch(batch)
         if self.progress:
             self.progress.advance(status, outcome.usage, self.executor.in_flight if self.executor else 0)
+
+    def _endpoint_down(self, error: str) -> None:
+        """Fail fast: no new prompt starts (those not started stay pending); said once."""
+        if not self.endpoint_down:
+            self.endpoint_down = error
+            log.error("no new prompt starts, the model endpoint can serve none: %s", error)
+        if self.executor:
+            self.executor.stop()
 
     def _budget_exhausted(self, reason: str) -> None:
         """No new prompt starts; in-flight prompts finish."""
