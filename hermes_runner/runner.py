@@ -39,7 +39,7 @@ from hermes_runner.store import (
     dumps_line,
     with_prompt_index,
 )
-from hermes_runner.tools.registry import tool_names, toolset_names
+from hermes_runner.tools.registry import stats_names, tool_names, toolset_names
 from hermes_runner.worker import WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -136,6 +136,7 @@ class Run:
             raise ConfigError(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
         distributions.validate(cfg.distribution, toolset_names())
         self.toolsets_dropped = tool_services.check_toolsets(cfg)
+        self.fill = stats_names(set(cfg.distribution.toolsets) - set(self.toolsets_dropped))  # tool_stats keys
         self.prefill = load_prefill(cfg.prefill_messages_file)
         try:
             self.store.lock()
@@ -248,7 +249,7 @@ class Run:
             if reason:
                 rec["reason"] = reason
             entry = sharegpt.entry(
-                outcome, batch_num=batch, model=cfg.model.name, tool_names=self.names, system_prompt=cfg.system_prompt
+                outcome, batch_num=batch, model=cfg.model.name, tool_names=self.fill, system_prompt=cfg.system_prompt
             )
             if reason:
                 entry["discard_reason"] = reason

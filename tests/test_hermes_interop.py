@@ -1,0 +1,103 @@
+"""Hermes interop both ways, with hermes-agent 0.19.0 itself (side venv tests/consumers/hermes_agent.txt).
+
+Our run dir -> the original's resume scan and final merge keep every row. The original's run dir (written by
+its own BatchRunner against the scripted server) -> our runner imports it without paying again, or refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.helpers.consumers import run_consumer
+
+from conftest import read_jsonl, run_inprocess, script, write_jsonl
+
+# Prelude of every script run in the hermes-agent venv: a private HOME, no lazy pip installs, then its modules.
+HERMES_ENV = """
+import json, os, sys
+home = sys.argv[1]
+os.makedirs(home, exist_ok=True)
+os.environ.update(HOME=home, HERMES_HOME=os.path.join(home, ".hermes"), HERMES_DISABLE_LAZY_INSTALLS="1")
+os.chdir(home)
+"""
+
+REGISTRY = (
+    HERMES_ENV
+    + """
+import batch_runner
+from toolsets import validate_toolset
+names = json.loads(sys.argv[2])
+print(json.dumps({"tools": sorted(batch_runner.ALL_POSSIBLE_TOOLS),
+                  "toolsets": {t: bool(validate_toolset(t)) for t in names}}))
+"""
+)
+
+# Its resume detection (content scan + dataset filter), then its own resume run: the prompts left by content
+# are skipped by the index checkpoint (ours lists discarded prompts too), so it only merges. Any model call
+# would go to a closed port and fail the prompt.
+RESUME_AND_MERGE = (
+    HERMES_ENV
+    + """
+import contextlib, io
+from batch_runner import BatchRunner
+dataset, run_name = sys.argv[2], sys.argv[3]
+r = BatchRunner(dataset_file=dataset, batch_size=10, run_name=run_name, num_workers=1,
+                base_url="http://127.0.0.1:9/v1", api_key="none")
+done = r._scan_completed_prompts_by_content()
+remaining, skipped = r._filter_dataset_by_completed(done)
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    r.run(resume=True)
+print(json.dumps({"remaining": [i for i, _ in remaining], "skipped": skipped, "log": out.getvalue()}))
+"""
+)
+
+
+def hermes(code: str, home: Path, *args: str) -> dict:
+    proc = run_consumer("hermes_agent", code, str(home), *args)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_tool_names_are_hermes_0_19_names(tmp_path):
+    from hermes_runner.tools.registry import NOT_IN_HERMES, all_tools, stats_names, toolset_names
+
+    ours = sorted(all_tools())
+    facts = hermes(REGISTRY, tmp_path / "home", json.dumps(toolset_names()))
+    theirs = set(facts["tools"])
+    assert "browser_close" not in theirs and "mixture_of_agents" not in theirs  # the facts this relies on
+    # Every tool of ours has its name in 0.19.0's registry, except the documented ones without a counterpart.
+    assert {n for n in ours if n not in theirs} == set(NOT_IN_HERMES)
+    # The zero-fill of a run that cannot offer those: only names its merge accepts.
+    default_stats = stats_names(t for t in toolset_names() if t != "moa")
+    assert set(default_stats) <= theirs and set(default_stats) == set(ours) - NOT_IN_HERMES
+    assert "mixture_of_agents" in stats_names(["moa"])  # a run that offers moa: same keys on all its rows
+    assert {t for t, ok in facts["toolsets"].items() if not ok} == {"moa"}
+
+
+def test_our_run_dir_survives_hermes_resume_and_merge(make_cfg, tmp_path, run_dir, server):
+    rows = [
+        {"prompt": "List the files."},  # scripted default: a terminal call, then an answer
+        {"prompt": script({"content": "Four.", "reasoning": "2+2"}, text="What is 2+2?")},  # chat only
+        {"prompt": script({"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}],
+                           "reasoning": "write"}, {"content": "Done.", "reasoning": "ok"}, text="Write a.txt")},
+        {"prompt": script(*[{"tool_calls": [{"name": "terminal", "arguments": {"command": "true"}}],
+                             "reasoning": "loop"}] * 3, text="Loop forever")},  # stopped by max_turns
+        {"prompt": script({"content": "no reasoning here"}, text="Discard me")},  # discarded: never in batches
+    ]  # fmt: skip
+    ds = write_jsonl(tmp_path / "d.jsonl", rows)
+    code, stats = run_inprocess(make_cfg("distribution=terminal_only", "max_turns=2", dataset=ds), run_dir)
+    assert code == 0 and stats["prompts"]["ok"] == 4 and stats["prompts"]["discarded"] == 1
+    ours = read_jsonl(run_dir / "trajectories.jsonl")
+    assert {n for e in ours for n, s in e["tool_stats"].items() if s["count"]} == {"terminal", "write_file"}
+
+    home = tmp_path / "home"
+    shutil.copytree(run_dir, home / "data" / "t")
+    out = hermes(RESUME_AND_MERGE, home, str(ds), "t")
+    assert out["remaining"] == [4]  # only the discarded prompt (no batch line; the original re-runs those)
+    assert sorted(out["skipped"]) == [0, 1, 2, 3]
+    assert "Filtering" not in out["log"] and "Already completed" in out["log"], out["log"]
+    merged = read_jsonl(home / "data" / "t" / "trajectories.jsonl")
+    assert sorted(e["prompt_index"] for e in merged) == sorted(e["prompt_index"] for e in ours)
+    assert sorted(json.dumps(e, sort_keys=True) for e in merged) == sorted(json.dumps(e, sort_keys=True) for e in ours)
