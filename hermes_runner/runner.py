@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from hermes_runner import distributions, estimate, sharegpt
+from hermes_runner import distributions, estimate, hermes_import, sharegpt
 from hermes_runner import services as tool_services
 from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.budget import RunBudget
@@ -142,6 +142,7 @@ class Run:
             self.store.lock()
         except RunDirBusy as exc:
             raise ConfigError(f"{exc}: one run directory takes one runner at a time") from None
+        hermes_import.adopt(cfg, self.dir, write=not cfg.dry_run)  # a run dir of the original Hermes runner
         self.invocation = open_run(cfg, self.dir, self.toolsets_dropped, create=not cfg.dry_run)
         self.state = self.store.load(on_record=self.stats.add)
         plan = make_plan(cfg, self.state, self.dir)

@@ -10,6 +10,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.consumers import run_consumer
 
 from conftest import read_jsonl, run_inprocess, script, write_jsonl
@@ -101,3 +103,101 @@ def test_our_run_dir_survives_hermes_resume_and_merge(make_cfg, tmp_path, run_di
     merged = read_jsonl(home / "data" / "t" / "trajectories.jsonl")
     assert sorted(e["prompt_index"] for e in merged) == sorted(e["prompt_index"] for e in ours)
     assert sorted(json.dumps(e, sort_keys=True) for e in merged) == sorted(json.dumps(e, sort_keys=True) for e in ours)
+
+
+# The original's own BatchRunner, run for real against the scripted server: the foreign run dir.
+HERMES_RUN = (
+    HERMES_ENV
+    + """
+from batch_runner import BatchRunner
+dataset, run_name, url, n = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+BatchRunner(dataset_file=dataset, batch_size=2, run_name=run_name, distribution="terminal_only", base_url=url,
+            api_key="sk-test", model="scripted", num_workers=1, max_iterations=3, max_samples=n).run()
+print(json.dumps({"ok": True}))
+"""
+)
+
+FOREIGN_ROWS = [
+    {"prompt": "Show the date."},  # scripted default: a terminal call (with reasoning), then an answer
+    {"prompt": script({"content": "Four.", "reasoning": "2+2"}, text="What is 2+2?")},
+    {"prompt": script({"content": "plain"}, text="No reasoning")},  # the original discards it: checkpoint only
+    {"prompt": script({"tool_calls": [{"name": "terminal", "arguments": {"command": "echo hi"}}],
+                       "reasoning": "run it"}, {"content": "It printed hi.", "reasoning": "ok"}, text="Say hi")},
+    {"prompt": "A prompt the original never ran."},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def hermes_dir(tmp_path_factory, _server) -> Path:
+    """A run dir written by hermes-agent 0.19.0's BatchRunner over the first 4 rows (2 batches of 2)."""
+    home = tmp_path_factory.mktemp("hermes")
+    ds = write_jsonl(home / "d.jsonl", FOREIGN_ROWS)
+    _server.reset()
+    hermes(HERMES_RUN, home, str(ds), "orig", _server.url, "4")
+    out = home / "data" / "orig"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "batch_0.jsonl", "batch_1.jsonl", "checkpoint.json", "statistics.json", "trajectories.jsonl"
+    ]  # fmt: skip
+    assert json.loads((out / "checkpoint.json").read_text())["completed_prompts"] == [0, 1, 2, 3]
+    assert len(read_jsonl(out / "trajectories.jsonl")) == 3  # "No reasoning" was discarded
+    return out
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}
+
+
+def foreign_copy(hermes_dir: Path, run_dir: Path) -> dict[str, bytes]:
+    shutil.copytree(hermes_dir, run_dir)
+    return snapshot(run_dir)
+
+
+def test_hermes_run_dir_resumes_here_without_paying_again(make_cfg, tmp_path, run_dir, server, hermes_dir):
+    theirs = foreign_copy(hermes_dir, run_dir)
+    ds = write_jsonl(tmp_path / "d.jsonl", FOREIGN_ROWS)
+    code, stats = run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)
+    assert code == 0
+    assert {r.prompt for r in server.requests} == {FOREIGN_ROWS[4]["prompt"]}  # only the prompt it never ran
+    assert stats["prompts"]["ok"] == 4
+    assert stats["prompts"]["discarded"] == 1 and stats["discarded_by_reason"] == {"no_reasoning": 1}
+    # Nothing of theirs overwritten or lost: every file of theirs, byte for byte, under hermes_original/.
+    assert snapshot(run_dir / "hermes_original") == theirs
+    merged = read_jsonl(run_dir / "trajectories.jsonl")
+    assert [e["prompt_index"] for e in merged] == [0, 1, 3, 4]
+    their_lines = {json.dumps(e, sort_keys=True) for e in read_jsonl(hermes_dir / "trajectories.jsonl")}
+    assert their_lines <= {json.dumps(e, sort_keys=True) for e in merged}
+    ckpt = json.loads((run_dir / "checkpoint.json").read_text())
+    assert ckpt["completed_prompts"] == [0, 1, 2, 3, 4] and ckpt["discarded_prompts"] == [2]
+    calls = len(server.requests)
+    assert run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)[0] == 0
+    assert len(server.requests) == calls  # and again: nothing left to pay for
+
+
+def test_half_written_hermes_run_dir_is_refused_not_repaid(make_cfg, tmp_path, run_dir, server, hermes_dir, caplog):
+    foreign_copy(hermes_dir, run_dir)
+    batch = run_dir / "batch_1.jsonl"
+    last = batch.read_bytes().splitlines(keepends=True)[-1]
+    with batch.open("ab") as fp:
+        fp.write(last[: len(last) // 2])  # killed while appending the next line
+    before = snapshot(run_dir)
+    ds = write_jsonl(tmp_path / "d.jsonl", FOREIGN_ROWS)
+    code, _ = run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)
+    assert code == 2 and not server.requests
+    assert "batch_1.jsonl line 2 is half-written" in caplog.text
+    assert snapshot(run_dir) == before | {".lock": snapshot(run_dir)[".lock"]}  # nothing moved, written or lost
+    assert not (run_dir / "hermes_original").exists()
+
+
+def test_hermes_run_dir_that_does_not_fit_the_dataset_is_refused(
+    make_cfg, tmp_path, run_dir, server, hermes_dir, caplog
+):
+    foreign_copy(hermes_dir, run_dir)
+    # Reordered: the texts still match, but checkpoint index 2 (the discarded prompt) now names another row.
+    ds = write_jsonl(tmp_path / "d.jsonl", [FOREIGN_ROWS[4], *FOREIGN_ROWS[:4]])
+    assert run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)[0] == 2
+    assert "cannot tell which prompts they are" in caplog.text and not server.requests
+    # Another dataset altogether.
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "something else"}])
+    assert run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)[0] == 2
+    assert "match no prompt of" in caplog.text and not server.requests
+    assert not (run_dir / "ledger.jsonl").exists() and not (run_dir / "hermes_original").exists()
