@@ -5,8 +5,10 @@ indices, discarded prompts included), `trajectories.jsonl` and `statistics.json`
 one, the runner imports the finished prompts into its ledger before planning, matching them to the dataset
 by prompt text the way the original's `--resume` does, so they cost no model call:
 
-* the original's files move, unchanged, to `hermes_original/`, and the ledger points at their lines there:
-  `trajectories.jsonl` then holds their lines as they wrote them, next to ours;
+* the ledger points at their lines where they are: their `batch_N.jsonl` stay in place, untouched (ours are
+  numbered after them), so `trajectories.jsonl` holds their lines as they wrote them next to ours, and the
+  original's own `--resume` still sees every finished prompt; the files this runner rewrites
+  (`checkpoint.json`, `statistics.json`, `trajectories.jsonl`) move, unchanged, to `hermes_original/`;
 * a prompt that the checkpoint lists without a line (the original discards prompts without reasoning that
   way) is recorded as discarded (`no_reasoning`), with a tombstone line in `discarded.jsonl`;
 * whatever it cannot tell (a torn or unreadable line, a trajectory that matches no prompt of the dataset
@@ -50,13 +52,13 @@ class _Line:
 
 
 def _files(run_dir: Path) -> dict[str, Path]:
-    """The original's files by name, in ORIGINAL_DIR (already moved) or still in the run dir."""
+    """The original's files by name: batch files in the run dir, the others there or already in ORIGINAL_DIR."""
     found: dict[str, Path] = {}
     for where in (run_dir / ORIGINAL_DIR, run_dir):
         if not where.is_dir():
             continue
         for p in where.iterdir():
-            if p.is_file() and (BATCH_RE.match(p.name) or p.name in OTHER_FILES):
+            if p.is_file() and (p.name in OTHER_FILES or (where == run_dir and BATCH_RE.match(p.name))):
                 if p.name in found:
                     raise ForeignRunDirError(
                         f"{p.name} is both in {run_dir} and in {run_dir / ORIGINAL_DIR}: cannot tell which is the "
@@ -166,8 +168,9 @@ def _match(lines: list[_Line], prompts: list[Prompt], dataset: str) -> list[tupl
         taken.add(free[0].key)
         out.append((ln, free[0]))
     if extra:
-        log.warning("%d of the original runner's trajectories repeat a prompt already imported; they stay in %s/",
-                    extra, ORIGINAL_DIR)  # fmt: skip
+        log.warning(
+            "%d of the original runner's trajectories repeat a prompt already imported (kept in its files)", extra
+        )
     return out
 
 
@@ -199,7 +202,7 @@ def _record(ln: _Line, p: Prompt) -> dict:
         "unknown_tools": {},
         "imported": "hermes",
         "status": "ok",
-        "file": f"{ORIGINAL_DIR}/{ln.file}",
+        "file": ln.file if BATCH_RE.match(ln.file) else f"{ORIGINAL_DIR}/{ln.file}",  # batch files stay put
         "offset": ln.offset,
         "length": ln.length,
         "batch": ln.batch,
@@ -241,7 +244,7 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> int | None:
     tombstones = [by_index[i] for i in no_line if by_index[i].key not in imported]
     log.warning(
         "%s was written by the original Hermes batch runner: importing %d finished prompts%s without model calls; "
-        "its files are kept unchanged in %s/",
+        "its batch files stay as they are, its checkpoint, statistics and merged trajectories move to %s/",
         run_dir, len(matched), f" and {len(tombstones)} discarded ones" if tombstones else "", ORIGINAL_DIR,
     )  # fmt: skip
     if not write:
@@ -264,7 +267,7 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> int | None:
         atomic_write(run_dir / DISCARDED, b"".join(data))
     (run_dir / ORIGINAL_DIR).mkdir(exist_ok=True)
     for name, path in files.items():
-        if path.parent == run_dir:
+        if name in OTHER_FILES and path.parent == run_dir:
             os.replace(path, run_dir / ORIGINAL_DIR / name)
     atomic_write(run_dir / LEDGER, b"".join(dumps_line(r) for r in records))  # all at once: a crash redoes it
     return len(records)

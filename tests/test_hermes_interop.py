@@ -143,6 +143,9 @@ def hermes_dir(tmp_path_factory, _server) -> Path:
     return out
 
 
+ORIGINAL_FILES = ("checkpoint.json", "statistics.json", "trajectories.jsonl")  # the files our runner rewrites
+
+
 def snapshot(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}
 
@@ -160,8 +163,11 @@ def test_hermes_run_dir_resumes_here_without_paying_again(make_cfg, tmp_path, ru
     assert {r.prompt for r in server.requests} == {FOREIGN_ROWS[4]["prompt"]}  # only the prompt it never ran
     assert stats["prompts"]["ok"] == 4
     assert stats["prompts"]["discarded"] == 1 and stats["discarded_by_reason"] == {"no_reasoning": 1}
-    # Nothing of theirs overwritten or lost: every file of theirs, byte for byte, under hermes_original/.
-    assert snapshot(run_dir / "hermes_original") == theirs
+    # Nothing of theirs overwritten or lost: their batch files in place, the files we rewrite moved aside.
+    assert snapshot(run_dir / "hermes_original") == {k: theirs[k] for k in ORIGINAL_FILES}
+    assert {k: v for k, v in snapshot(run_dir).items() if k in theirs and k not in ORIGINAL_FILES} == {
+        k: v for k, v in theirs.items() if k not in ORIGINAL_FILES
+    }
     merged = read_jsonl(run_dir / "trajectories.jsonl")
     assert [e["prompt_index"] for e in merged] == [0, 1, 3, 4]
     their_lines = {json.dumps(e, sort_keys=True) for e in read_jsonl(hermes_dir / "trajectories.jsonl")}
@@ -171,6 +177,12 @@ def test_hermes_run_dir_resumes_here_without_paying_again(make_cfg, tmp_path, ru
     calls = len(server.requests)
     assert run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)[0] == 0
     assert len(server.requests) == calls  # and again: nothing left to pay for
+    # And back: the original's own resume of the adopted dir finds every prompt done and its merge keeps all rows.
+    home = tmp_path / "home"
+    shutil.copytree(run_dir, home / "data" / "t")
+    out = hermes(RESUME_AND_MERGE, home, str(ds), "t")
+    assert sorted(out["skipped"]) == [0, 1, 3, 4] and "Filtering" not in out["log"], out["log"]
+    assert sorted(e["prompt_index"] for e in read_jsonl(home / "data" / "t" / "trajectories.jsonl")) == [0, 1, 3, 4]
 
 
 def test_half_written_hermes_run_dir_is_refused_not_repaid(make_cfg, tmp_path, run_dir, server, hermes_dir, caplog):
@@ -191,7 +203,7 @@ def test_half_written_hermes_run_dir_is_refused_not_repaid(make_cfg, tmp_path, r
 def test_hermes_run_dir_that_does_not_fit_the_dataset_is_refused(
     make_cfg, tmp_path, run_dir, server, hermes_dir, caplog
 ):
-    foreign_copy(hermes_dir, run_dir)
+    before = foreign_copy(hermes_dir, run_dir)
     # Reordered: the texts still match, but checkpoint index 2 (the discarded prompt) now names another row.
     ds = write_jsonl(tmp_path / "d.jsonl", [FOREIGN_ROWS[4], *FOREIGN_ROWS[:4]])
     assert run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)[0] == 2
@@ -201,3 +213,4 @@ def test_hermes_run_dir_that_does_not_fit_the_dataset_is_refused(
     assert run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)[0] == 2
     assert "match no prompt of" in caplog.text and not server.requests
     assert not (run_dir / "ledger.jsonl").exists() and not (run_dir / "hermes_original").exists()
+    assert snapshot(run_dir) == before | {".lock": snapshot(run_dir)[".lock"]}
