@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes_runner.dataset import read_prompts
 from tests.helpers.consumers import run_consumer
 
 from conftest import read_jsonl, run_inprocess, script, write_jsonl
@@ -123,23 +124,27 @@ FOREIGN_ROWS = [
     {"prompt": script({"content": "plain"}, text="No reasoning")},  # the original discards it: checkpoint only
     {"prompt": script({"tool_calls": [{"name": "terminal", "arguments": {"command": "echo hi"}}],
                        "reasoning": "run it"}, {"content": "It printed hi.", "reasoning": "ok"}, text="Say hi")},
-    {"prompt": "A prompt the original never ran."},
 ]  # fmt: skip
+FOREIGN_ROWS += [
+    {"prompt": FOREIGN_ROWS[1]["prompt"], "id": "again"},  # the same prompt in another row: its own trajectory
+    {"prompt": "A prompt the original never ran."},
+]
+NEW = FOREIGN_ROWS[5]
 
 
 @pytest.fixture(scope="module")
 def hermes_dir(tmp_path_factory, _server) -> Path:
-    """A run dir written by hermes-agent 0.19.0's BatchRunner over the first 4 rows (2 batches of 2)."""
+    """A run dir written by hermes-agent 0.19.0's BatchRunner over the first 5 rows (3 batches)."""
     home = tmp_path_factory.mktemp("hermes")
     ds = write_jsonl(home / "d.jsonl", FOREIGN_ROWS)
     _server.reset()
-    hermes(HERMES_RUN, home, str(ds), "orig", _server.url, "4")
+    hermes(HERMES_RUN, home, str(ds), "orig", _server.url, "5")
     out = home / "data" / "orig"
     assert sorted(p.name for p in out.iterdir()) == [
-        "batch_0.jsonl", "batch_1.jsonl", "checkpoint.json", "statistics.json", "trajectories.jsonl"
+        "batch_0.jsonl", "batch_1.jsonl", "batch_2.jsonl", "checkpoint.json", "statistics.json", "trajectories.jsonl"
     ]  # fmt: skip
-    assert json.loads((out / "checkpoint.json").read_text())["completed_prompts"] == [0, 1, 2, 3]
-    assert len(read_jsonl(out / "trajectories.jsonl")) == 3  # "No reasoning" was discarded
+    assert json.loads((out / "checkpoint.json").read_text())["completed_prompts"] == [0, 1, 2, 3, 4]
+    assert len(read_jsonl(out / "trajectories.jsonl")) == 4  # "No reasoning" was discarded
     return out
 
 
@@ -160,8 +165,8 @@ def test_hermes_run_dir_resumes_here_without_paying_again(make_cfg, tmp_path, ru
     ds = write_jsonl(tmp_path / "d.jsonl", FOREIGN_ROWS)
     code, stats = run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)
     assert code == 0
-    assert {r.prompt for r in server.requests} == {FOREIGN_ROWS[4]["prompt"]}  # only the prompt it never ran
-    assert stats["prompts"]["ok"] == 4
+    assert {r.prompt for r in server.requests} == {NEW["prompt"]}  # only the prompt it never ran
+    assert stats["prompts"]["ok"] == 5
     assert stats["prompts"]["discarded"] == 1 and stats["discarded_by_reason"] == {"no_reasoning": 1}
     # Nothing of theirs overwritten or lost: their batch files in place, the files we rewrite moved aside.
     assert snapshot(run_dir / "hermes_original") == {k: theirs[k] for k in ORIGINAL_FILES}
@@ -169,11 +174,14 @@ def test_hermes_run_dir_resumes_here_without_paying_again(make_cfg, tmp_path, ru
         k: v for k, v in theirs.items() if k not in ORIGINAL_FILES
     }
     merged = read_jsonl(run_dir / "trajectories.jsonl")
-    assert [e["prompt_index"] for e in merged] == [0, 1, 3, 4]
+    assert [e["prompt_index"] for e in merged] == [0, 1, 3, 4, 5]
+    keys = {p.index: p.key for p in read_prompts(ds)}
+    imported = {r["index"]: r["key"] for r in read_jsonl(run_dir / "ledger.jsonl") if r.get("imported")}
+    assert imported == {i: keys[i] for i in range(5)}  # each to its own row, the repeated prompt's two included
     their_lines = {json.dumps(e, sort_keys=True) for e in read_jsonl(hermes_dir / "trajectories.jsonl")}
     assert their_lines <= {json.dumps(e, sort_keys=True) for e in merged}
     ckpt = json.loads((run_dir / "checkpoint.json").read_text())
-    assert ckpt["completed_prompts"] == [0, 1, 2, 3, 4] and ckpt["discarded_prompts"] == [2]
+    assert ckpt["completed_prompts"] == [0, 1, 2, 3, 4, 5] and ckpt["discarded_prompts"] == [2]
     calls = len(server.requests)
     assert run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)[0] == 0
     assert len(server.requests) == calls  # and again: nothing left to pay for
@@ -181,8 +189,8 @@ def test_hermes_run_dir_resumes_here_without_paying_again(make_cfg, tmp_path, ru
     home = tmp_path / "home"
     shutil.copytree(run_dir, home / "data" / "t")
     out = hermes(RESUME_AND_MERGE, home, str(ds), "t")
-    assert sorted(out["skipped"]) == [0, 1, 3, 4] and "Filtering" not in out["log"], out["log"]
-    assert sorted(e["prompt_index"] for e in read_jsonl(home / "data" / "t" / "trajectories.jsonl")) == [0, 1, 3, 4]
+    assert sorted(out["skipped"]) == [0, 1, 3, 4, 5] and "Filtering" not in out["log"], out["log"]
+    assert sorted(e["prompt_index"] for e in read_jsonl(home / "data" / "t" / "trajectories.jsonl")) == [0, 1, 3, 4, 5]
 
 
 def test_half_written_hermes_run_dir_is_refused_not_repaid(make_cfg, tmp_path, run_dir, server, hermes_dir, caplog):
@@ -204,13 +212,31 @@ def test_hermes_run_dir_that_does_not_fit_the_dataset_is_refused(
     make_cfg, tmp_path, run_dir, server, hermes_dir, caplog
 ):
     before = foreign_copy(hermes_dir, run_dir)
-    # Reordered: the texts still match, but checkpoint index 2 (the discarded prompt) now names another row.
-    ds = write_jsonl(tmp_path / "d.jsonl", [FOREIGN_ROWS[4], *FOREIGN_ROWS[:4]])
+    # A row inserted in front: the texts still match, but checkpoint index 2 (the discarded prompt) now names
+    # another row.
+    ds = write_jsonl(tmp_path / "d.jsonl", [NEW, *FOREIGN_ROWS[:4]])
     assert run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)[0] == 2
     assert "cannot tell which prompts they are" in caplog.text and not server.requests
+    # Same, with both rows of the repeated prompt: their prompt_index no longer tells which trajectory is whose.
+    ds = write_jsonl(tmp_path / "d.jsonl", [NEW, *FOREIGN_ROWS[:5]])
+    assert run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)[0] == 2
+    assert "cannot tell which one it belongs to" in caplog.text and not server.requests
     # Another dataset altogether.
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "something else"}])
     assert run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)[0] == 2
     assert "match no prompt of" in caplog.text and not server.requests
     assert not (run_dir / "ledger.jsonl").exists() and not (run_dir / "hermes_original").exists()
     assert snapshot(run_dir) == before | {".lock": snapshot(run_dir)[".lock"]}
+
+
+def test_import_cut_short_by_a_crash_is_redone(make_cfg, tmp_path, run_dir, server, hermes_dir):
+    theirs = foreign_copy(hermes_dir, run_dir)
+    (run_dir / "hermes_original").mkdir()  # a crash after the moves, before the ledger was written
+    for name in ORIGINAL_FILES:
+        (run_dir / name).rename(run_dir / "hermes_original" / name)
+    (run_dir / "discarded.jsonl").write_bytes(b'{"prompt_index": 2, "conver')  # and mid-way through the tombstones
+    ds = write_jsonl(tmp_path / "d.jsonl", FOREIGN_ROWS)
+    code, stats = run_inprocess(make_cfg("distribution=terminal_only", dataset=ds), run_dir)
+    assert code == 0 and {r.prompt for r in server.requests} == {NEW["prompt"]}
+    assert stats["prompts"]["ok"] == 5 and stats["discarded_by_reason"] == {"no_reasoning": 1}
+    assert snapshot(run_dir / "hermes_original") == {k: theirs[k] for k in ORIGINAL_FILES}
