@@ -23,6 +23,7 @@ import logging
 import os
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from hermes_runner.config import RunConfig
 from hermes_runner.dataset import Prompt, read_prompts
 from hermes_runner.errors import ForeignRunDirError
 from hermes_runner.manifest import MANIFEST, now
-from hermes_runner.store import BATCH_RE, DISCARDED, LEDGER, atomic_write, dumps_line
+from hermes_runner.store import BATCH_RE, DISCARDED, LEDGER, LedgerState, Ref, atomic_write, dumps_line
 
 log = logging.getLogger(__name__)
 
@@ -209,11 +210,12 @@ def _record(ln: _Line, p: Prompt) -> dict:
     }
 
 
-def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> int | None:
+def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> list[dict] | None:
     """Import the original runner's finished prompts into a new ledger (see the module doc).
 
-    Returns how many prompts were imported, None when `run_dir` is not the original's. Raises
-    ForeignRunDirError (nothing changed) when it cannot tell. `write=False` (dry run) only checks.
+    Returns the ledger records of the imported prompts, None when `run_dir` is not the original's. Raises
+    ForeignRunDirError (nothing changed) when it cannot tell. `write=False` (dry run) changes nothing on disk:
+    `preview` then adds the records to the loaded ledger state.
     """
     run_dir = Path(run_dir)
     if not is_foreign(run_dir):
@@ -247,8 +249,6 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> int | None:
         "its batch files stay as they are, its checkpoint, statistics and merged trajectories move to %s/",
         run_dir, len(matched), f" and {len(tombstones)} discarded ones" if tombstones else "", ORIGINAL_DIR,
     )  # fmt: skip
-    if not write:
-        return len(matched) + len(tombstones)
     records = [_record(ln, p) for ln, p in matched]
     if tombstones:
         data, offset = [], 0
@@ -264,10 +264,20 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> int | None:
             })  # fmt: skip
             data.append(line)
             offset += len(line)
-        atomic_write(run_dir / DISCARDED, b"".join(data))
+        if write:
+            atomic_write(run_dir / DISCARDED, b"".join(data))
+    if not write:
+        return records
     (run_dir / ORIGINAL_DIR).mkdir(exist_ok=True)
     for name, path in files.items():
         if name in OTHER_FILES and path.parent == run_dir:
             os.replace(path, run_dir / ORIGINAL_DIR / name)
     atomic_write(run_dir / LEDGER, b"".join(dumps_line(r) for r in records))  # all at once: a crash redoes it
-    return len(records)
+    return records
+
+
+def preview(state: LedgerState, records: list[dict] | None, on_record: Callable[[dict], None]) -> None:
+    """Dry run: count the records `adopt(write=False)` would have written as if loaded from the ledger."""
+    for rec in records or ():
+        state.terminal[rec["key"]] = Ref(rec["status"], rec["file"], rec["offset"], rec["length"], rec["index"], -1)
+        on_record(rec)

@@ -142,9 +142,11 @@ class Run:
             self.store.lock()
         except RunDirBusy as exc:
             raise ConfigError(f"{exc}: one run directory takes one runner at a time") from None
-        hermes_import.adopt(cfg, self.dir, write=not cfg.dry_run)  # a run dir of the original Hermes runner
+        adopted = hermes_import.adopt(cfg, self.dir, write=not cfg.dry_run)  # a run dir of the original Hermes runner
         self.invocation = open_run(cfg, self.dir, self.toolsets_dropped, create=not cfg.dry_run)
         self.state = self.store.load(on_record=self.stats.add)
+        if cfg.dry_run:
+            hermes_import.preview(self.state, adopted, self.stats.add)
         plan = make_plan(cfg, self.state, self.dir)
         self.plan_index = plan.current_index
         return plan

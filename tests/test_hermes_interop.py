@@ -240,3 +240,19 @@ def test_import_cut_short_by_a_crash_is_redone(make_cfg, tmp_path, run_dir, serv
     assert code == 0 and {r.prompt for r in server.requests} == {NEW["prompt"]}
     assert stats["prompts"]["ok"] == 5 and stats["discarded_by_reason"] == {"no_reasoning": 1}
     assert snapshot(run_dir / "hermes_original") == {k: theirs[k] for k in ORIGINAL_FILES}
+
+
+def test_dry_run_counts_the_import_and_changes_nothing(make_cfg, tmp_path, run_dir, server, hermes_dir):
+    from hermes_runner.runner import Run
+
+    before = foreign_copy(hermes_dir, run_dir)
+    ds = write_jsonl(tmp_path / "d.jsonl", FOREIGN_ROWS)
+    run = Run(make_cfg("distribution=terminal_only", "dry_run=true", dataset=ds), run_dir)
+    try:
+        plan = run.prepare()
+    finally:
+        run.store.unlock()
+    assert (plan.done, plan.to_run) == (5, 1)
+    after = snapshot(run_dir)
+    assert {k: after[k] for k in before} == before and not (run_dir / "hermes_original").exists()
+    assert set(after) - set(before) <= {".lock", "rejected.jsonl"}
