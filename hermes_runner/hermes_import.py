@@ -48,7 +48,7 @@ class _Line:
     batch: int
     offset: int
     length: int
-    entry: dict
+    entry: dict  # what the ledger record needs of it (_slim)
     text: str  # first human turn, stripped
 
 
@@ -89,6 +89,31 @@ def _first_human(entry: object) -> str | None:
     return None
 
 
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _slim(entry: dict) -> dict:
+    """What the ledger record needs of a line (the conversation itself stays on disk)."""
+    gpt = [t.get("value") for t in entry["conversations"] if isinstance(t, dict) and t.get("from") == "gpt"]
+    stats = entry.get("tool_stats")
+    return {
+        "prompt_index": entry.get("prompt_index"),
+        "ts": (entry.get("metadata") or {}).get("timestamp"),
+        "api_calls": _int(entry.get("api_calls")),
+        "toolsets": [t for t in entry.get("toolsets_used") or () if isinstance(t, str)],
+        "completed": bool(entry.get("completed")),
+        "partial": bool(entry.get("partial")),
+        "turns": len(gpt),
+        "reasoning_turns": sum(1 for v in gpt if isinstance(v, str) and _THINK.search(v)),
+        "tools": {
+            name: [_int(s.get("count")), _int(s.get("failure"))]
+            for name, s in (stats.items() if isinstance(stats, dict) else ())
+            if isinstance(s, dict) and _int(s.get("count"))
+        },
+    }
+
+
 def _read_lines(name: str, path: Path) -> list[_Line]:
     m = BATCH_RE.match(name)
     lines: list[_Line] = []
@@ -111,8 +136,8 @@ def _read_lines(name: str, path: Path) -> list[_Line]:
                 if not text:
                     raise ForeignRunDirError(f"{where} holds no trajectory with a human turn: not a Hermes run dir?")
                 if not entry.get("failed"):  # as the original's resume: failed entries are not done
-                    batch = int(m.group(1)) if m else int((entry.get("metadata") or {}).get("batch_num", 0))
-                    lines.append(_Line(name, batch, offset, len(raw), entry, text))
+                    batch = int(m.group(1)) if m else _int((entry.get("metadata") or {}).get("batch_num"))
+                    lines.append(_Line(name, batch, offset, len(raw), _slim(entry), text))
             offset += len(raw)
     return lines
 
@@ -178,28 +203,22 @@ def _match(lines: list[_Line], prompts: list[Prompt], dataset: str) -> list[tupl
 def _record(ln: _Line, p: Prompt) -> dict:
     """The ledger record of an imported trajectory (what runner.classify and _summary would have written)."""
     e = ln.entry
-    gpt = [t.get("value") or "" for t in e["conversations"] if isinstance(t, dict) and t.get("from") == "gpt"]
-    tools = {
-        name: [int(s.get("count", 0)), int(s.get("failure", 0))]
-        for name, s in (e.get("tool_stats") or {}).items()
-        if isinstance(s, dict) and s.get("count")
-    }
     return {
         "key": p.key,
-        "index": e.get("prompt_index", p.index),  # the index written in the line (re-set on merge if it moved)
+        "index": e["prompt_index"] if isinstance(e["prompt_index"], int) else p.index,  # as written in the line
         "inv": -1,
-        "ts": (e.get("metadata") or {}).get("timestamp") or now(),
-        "api_calls": int(e.get("api_calls") or 0),
+        "ts": e["ts"] if isinstance(e["ts"], str) else now(),
+        "api_calls": e["api_calls"],
         "retries": 0,
         "duration_s": 0.0,
-        "toolsets": list(e.get("toolsets_used") or []),
+        "toolsets": e["toolsets"],
         "usage": {},
-        "completed": bool(e.get("completed")),
-        "partial": bool(e.get("partial")),
+        "completed": e["completed"],
+        "partial": e["partial"],
         "stop": None,
-        "turns": len(gpt),
-        "reasoning_turns": sum(1 for v in gpt if isinstance(v, str) and _THINK.search(v)),
-        "tools": tools,
+        "turns": e["turns"],
+        "reasoning_turns": e["reasoning_turns"],
+        "tools": e["tools"],
         "unknown_tools": {},
         "imported": "hermes",
         "status": "ok",
