@@ -11,6 +11,10 @@ class ConfigError(RunnerError):
     """Bad configuration or input found before any model call; the run does not start."""
 
 
+class ForeignRunDirError(ConfigError):
+    """A run directory of the original Hermes batch runner that cannot be imported safely (hermes_import)."""
+
+
 class ToolError(RunnerError):
     """An expected tool failure; its message goes back to the model as the tool result."""
 

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from hermes_runner import distributions, estimate, sharegpt
+from hermes_runner import distributions, estimate, hermes_import, sharegpt
 from hermes_runner import services as tool_services
 from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.budget import RunBudget
@@ -38,7 +38,7 @@ from hermes_runner.store import (
     dumps_line,
     with_prompt_index,
 )
-from hermes_runner.tools.registry import tool_names, toolset_names
+from hermes_runner.tools.registry import stats_names, tool_names, toolset_names
 from hermes_runner.worker import WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -133,13 +133,17 @@ class Run:
         cfg = self.cfg  # its values passed config.check before this Run was made
         distributions.validate(cfg.distribution, toolset_names())
         self.toolsets_dropped = tool_services.check_toolsets(cfg)
+        self.fill = stats_names(set(cfg.distribution.toolsets) - set(self.toolsets_dropped))  # tool_stats keys
         self.prefill = load_prefill(cfg.prefill_messages_file)
         try:
             self.store.lock()
         except RunDirBusy as exc:
             raise ConfigError(f"{exc}: one run directory takes one runner at a time") from None
+        adopted = hermes_import.adopt(cfg, self.dir, write=not cfg.dry_run)  # a run dir of the original Hermes runner
         self.invocation = open_run(cfg, self.dir, self.toolsets_dropped, create=not cfg.dry_run)
         self.state = self.store.load(on_record=self.stats.add)
+        if cfg.dry_run:
+            hermes_import.preview(self.state, adopted, self.stats.add)
         plan = make_plan(cfg, self.state, self.dir)
         self.plan_index = plan.current_index
         return plan
@@ -248,7 +252,7 @@ class Run:
             if reason:
                 rec["reason"] = reason
             entry = sharegpt.entry(
-                outcome, batch_num=batch, model=cfg.model.name, tool_names=self.names, system_prompt=cfg.system_prompt
+                outcome, batch_num=batch, model=cfg.model.name, tool_names=self.fill, system_prompt=cfg.system_prompt
             )
             if reason:
                 entry["discard_reason"] = reason

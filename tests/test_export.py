@@ -21,7 +21,7 @@ from sample_run import make_run
 
 from hermes_runner.export import export, main
 from hermes_runner.scripted_server import ScriptedServer
-from hermes_runner.tools.registry import tool_names
+from hermes_runner.tools.registry import NOT_IN_HERMES, tool_names
 
 from conftest import ROOT, read_jsonl
 
@@ -83,7 +83,7 @@ def test_parquet_loads_with_one_schema(sample: Path, stats: dict, tmp_path: Path
     assert_one_schema(rows)
     schema = pq.read_schema(path)
     assert "null" not in str(schema)  # every column has a real type, even when all its values are empty
-    assert set(rows[0]["tool_stats"]) == set(tool_names())
+    assert set(rows[0]["tool_stats"]) == set(tool_names()) - NOT_IN_HERMES  # moa is not configured
     # Same trajectories as trajectories.jsonl, conversations intact.
     originals = {r["metadata"]["prompt_key"]: r for r in read_jsonl(sample / "trajectories.jsonl")}
     for row in rows:
