@@ -228,7 +228,7 @@ def features(tool_names: list[str], layout: OutputLayout = OutputLayout.hermes) 
         "conversations": _list(turn),
         "metadata": {
             "batch_num": _value("int64"),
-            "timestamp": _value("string"),
+            "timestamp": _value("timestamp[s]"),  # what datasets (pyarrow) infers from the ISO 8601 text
             "model": _value("string"),
             "prompt_key": _value("string"),
             "image": _value("string"),
