@@ -45,6 +45,8 @@ def mixed_prompts(workdir: Path) -> list[dict]:
     invalid = script(
         *[{"reasoning": "Try.", "tool_calls": [{"name": "terminal", "arguments": "{bad"}]}] * 4, text="bad"
     )
+    huge = {"prompt_tokens": 900_000, "completion_tokens": 10, "total_tokens": 900_010}
+    costly = script({"reasoning": "Big.", "usage": huge, "tool_calls": [_call("terminal", command="ls")]}, text="big")
     return [
         *chat,
         {"prompt": tools, "image": "local/bookworm:ci", "n": 1, "tags": ["a", "b"]},
@@ -55,6 +57,7 @@ def mixed_prompts(workdir: Path) -> list[dict]:
         {"prompt": looping.replace("loop", "loop 2"), "image": "local/busybox:ci", "cwd": str(workdir)},
         {"prompt": script({"reasoning": "Hm.", "content": "Plain."}, text="chat late"), "image": "img:x"},
         {"prompt": tools.replace("tools", "tools 2"), "meta": None},
+        {"prompt": costly},  # stops on limits.prompt_max_tokens, right after the assistant's call
     ]
 
 
@@ -66,12 +69,13 @@ def make_mixed_run(server: ScriptedServer, base: Path, name: str, *overrides: st
     cfg = compose_cfg(
         base_overrides(server, base)
         + [f"run_name={name}", f"dataset_file={ds}", "batch_size=4", "max_turns=3", "sandbox.local.isolation=none"]
+        + ["limits.prompt_max_tokens=500000"]
         + list(overrides)
     )
     run_dir = base / name
     code, stats = run_inprocess(cfg, run_dir)
     assert code == 1 and stats is not None  # one prompt fails by design
-    assert stats["prompts"]["ok"] == 10 and stats["prompts"]["discarded"] == 1 and stats["prompts"]["failed"] == 1
+    assert stats["prompts"]["ok"] == 11 and stats["prompts"]["discarded"] == 1 and stats["prompts"]["failed"] == 1
     return run_dir
 
 
@@ -113,9 +117,9 @@ def calls_in_source(entry: dict) -> int:
 
 def test_every_kept_row_ends_on_an_assistant_turn_and_keeps_its_stop_reason(mixed: Path) -> None:
     entries = read_jsonl(mixed / "trajectories.jsonl")
-    assert len(entries) == 10
-    stops = {e["metadata"]["prompt_key"]: e["stop_reason"] for e in entries}
-    assert sorted(stops.values()) == ["final_answer"] * 7 + ["invalid_tool_calls"] + ["max_turns"] * 2
+    assert len(entries) == 11
+    stops = sorted(e["stop_reason"] for e in entries)
+    assert stops == ["final_answer"] * 7 + ["invalid_tool_calls"] + ["max_turns"] * 2 + ["token_limit"]
     for e in entries:
         assert e["conversations"][-1]["from"] == "gpt"
         assert all(set(t) == {"from", "value"} for t in e["conversations"])  # hermes layout: no tool_calls key
@@ -126,6 +130,8 @@ def test_every_kept_row_ends_on_an_assistant_turn_and_keeps_its_stop_reason(mixe
         assert not e["completed"] and not e["partial"]
     bad = next(e for e in entries if e["stop_reason"] == "invalid_tool_calls")
     assert bad["partial"] and bad["conversations"][-1]["value"].count("<tool_call>") == 1  # results trimmed
+    costly = next(e for e in entries if e["stop_reason"] == "token_limit")  # stopped before its call ran
+    assert costly["partial"] and [t["from"] for t in costly["conversations"]] == ["system", "human", "gpt"]
     # Image, cwd and the row's own fields: strings in every row, the fields as one JSON text.
     meta = [e["metadata"] for e in entries]
     assert {type(m["image"]) for m in meta} == {str} and {m["image"] for m in meta} >= {"", "local/bookworm:ci"}
@@ -180,7 +186,7 @@ def load_everywhere(run: Path, venv: str) -> dict:
 
 @pytest.mark.parametrize("venv", ["datasets4", "datasets5"])
 def test_datasets_loads_every_file_of_a_mixed_run_with_one_schema(mixed: Path, venv: str) -> None:
-    assert len(list(mixed.glob("batch_*.jsonl"))) == 3
+    assert len(list(mixed.glob("batch_*.jsonl"))) == 4
     out = load_everywhere(mixed, venv)
     assert out["version"].startswith("4.0.0" if venv == "datasets4" else "5.")
     written = json.loads((mixed / FEATURES_FILE).read_text())
@@ -188,15 +194,15 @@ def test_datasets_loads_every_file_of_a_mixed_run_with_one_schema(mixed: Path, v
         assert got["features"] == written, name  # plain load: the features the run wrote beside its files
         assert got["conversations"].startswith("List({") and "Json" not in got["conversations"]
         assert set(got["last"]) == {"gpt"}
-    assert out["sets"]["all"]["rows"] == 2 * 10 + 1  # every batch line, the discarded one, the merge
-    assert out["with_features"] == {"rows": 21, "features": written}
+    assert out["sets"]["all"]["rows"] == 2 * 11 + 1  # every batch line, the discarded one, the merge
+    assert out["with_features"] == {"rows": 23, "features": written}
 
 
 @pytest.mark.parametrize("venv", ["datasets4", "datasets5"])
 def test_datasets_loads_a_trajectories_file_over_10_mb_with_late_sparse_values(big: Path, venv: str) -> None:
     out = load_everywhere(big, venv)
     written = json.loads((big / FEATURES_FILE).read_text())
-    assert out["sets"]["trajectories"]["rows"] == 56 + 6
+    assert out["sets"]["trajectories"]["rows"] == 56 + 7
     for name, got in out["sets"].items():
         assert got["features"] == written, name
 
@@ -270,12 +276,12 @@ def test_trl_renders_each_tool_call_once(mixed: Path, tmp_path: Path) -> None:
     }
     out = json.loads(run_consumer("trl", TRL, json.dumps(args)).stdout.splitlines()[-1])
     source = {e["metadata"]["prompt_key"]: e for e in read_jsonl(mixed / "trajectories.jsonl")}
-    assert len(out["sharegpt"]) == 10 and sum(calls_in_source(e) for e in source.values()) > 5
+    assert len(out["sharegpt"]) == 11 and sum(calls_in_source(e) for e in source.values()) > 5
     for r in out["sharegpt"]:
         assert after_system(r["text"]).count("<tool_call>") == calls_in_source(source[r["prompt_key"]])
     for mode in ("plain", "features"):
         assert "Json" in out[mode]["features"]  # arguments stay JSON objects, whatever their keys
-        assert len(out[mode]["rows"]) == 10
+        assert len(out[mode]["rows"]) == 11
         for r in out[mode]["rows"]:
             entry = source[r["id"]]
             answer = after_system(r["text"])
@@ -332,7 +338,7 @@ print(json.dumps(out))
 def test_axolotl_chat_template_mapping_renders_each_tool_call_once(mixed: Path) -> None:
     source = {e["metadata"]["prompt_key"]: e for e in read_jsonl(mixed / "trajectories.jsonl")}
     out = json.loads(run_consumer("trl", AXOLOTL, str(mixed / "trajectories.jsonl")).stdout.splitlines()[-1])
-    assert len(out) == 10
+    assert len(out) == 11
     for r in out:
         text = after_system(r["text"])
         entry = source[r["prompt_key"]]
@@ -406,7 +412,7 @@ def test_llamafactory_converter_keeps_every_row(mixed: Path, tmp_path: Path) -> 
     (data / "dataset_info.json").write_text(json.dumps(info))
     rows = json.loads(run_consumer("llamafactory", LLAMAFACTORY, str(data), name).stdout.splitlines()[-1])
     entries = read_jsonl(mixed / "trajectories.jsonl")
-    assert len(rows) == len(entries) == 10
+    assert len(rows) == len(entries) == 11
     for row, entry in zip(rows, entries, strict=True):
         assert row["response"] and row["response"][0]["role"] == "assistant", entry.get("stop_reason")  # kept
         assert row["system"].startswith("You are a function-calling AI model")
