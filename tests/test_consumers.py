@@ -425,6 +425,18 @@ def test_llamafactory_converter_keeps_every_row(mixed: Path, tmp_path: Path) -> 
 # -- the structured layout --------------------------------------------------------------------------
 
 
+LOAD_STRUCTURED = r"""
+import json, os, sys, tempfile
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["HF_HOME"] = tempfile.mkdtemp()
+import datasets
+features = datasets.Features.from_dict(json.load(open(sys.argv[2])))
+ds = datasets.load_dataset("json", data_files=json.loads(sys.argv[1]), features=features, split="train",
+                           cache_dir=tempfile.mkdtemp())
+print(json.dumps([[c["function"]["arguments"] for t in r["conversations"] for c in t["tool_calls"]] for r in ds]))
+"""
+
+
 def test_structured_layout_keeps_the_calls_once_as_objects(_server: ScriptedServer, tmp_path: Path, mixed: Path):
     _server.reset()
     run = make_mixed_run(_server, tmp_path, "structured", "output.layout=structured")
@@ -445,4 +457,9 @@ def test_structured_layout_keeps_the_calls_once_as_objects(_server: ScriptedServ
         assert strip == json.loads(re.sub(r'"call_[0-9_]+"', '"id"', json.dumps(to_openai(same))))
     features = json.loads((run / FEATURES_FILE).read_text())
     assert features["conversations"]["feature"]["tool_calls"]["feature"]["function"]["arguments"] == {"_type": "Json"}
+    # datasets 5 with the run's features: every file at once, the calls' arguments back as they were made.
+    files = sorted(str(p) for p in run.glob("batch_*.jsonl"))
+    got = json.loads(run_consumer("datasets5", LOAD_STRUCTURED, json.dumps(files), str(run / FEATURES_FILE)).stdout)
+    made = [[c["function"]["arguments"] for t in e["conversations"] for c in t["tool_calls"]] for e in entries]
+    assert sorted(map(json.dumps, got)) == sorted(map(json.dumps, made))
     assert json.loads((run / "run.json").read_text())["data_config"]["output.layout"] == OutputLayout.structured.value
