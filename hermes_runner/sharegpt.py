@@ -75,7 +75,7 @@ def _gpt_value(msg: dict, with_calls: bool = True) -> str:
     content = (msg.get("content") or "").strip()
     if content:
         parts.append(content)
-    for call in msg.get("tool_calls") or [] if with_calls else []:
+    for call in (msg.get("tool_calls") or []) if with_calls else []:
         body = {"name": call["function"]["name"], "arguments": _parsed_args(call["function"]["arguments"])}
         parts.append(f"<tool_call>\n{json.dumps(body, ensure_ascii=False)}\n</tool_call>")
     return "\n".join(parts).rstrip()
