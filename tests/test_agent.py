@@ -87,6 +87,14 @@ def test_max_turns_bounds_the_loop(make_cfg, tmp_path, run_dir, server):
     assert "tools" not in server.requests[-1].body
 
 
+def test_a_failed_final_summary_call_trims_instead_of_losing_the_row(make_cfg, tmp_path, run_dir, server):
+    steps = [{"tool_calls": [TERM], "reasoning": "r"}] * 2 + [{"fail": [{"status": 400, "message": "too long"}]}]
+    entry, stats = run_one(make_cfg, tmp_path, run_dir, script(*steps), "max_turns=2")
+    assert stats["prompts"]["ok"] == 1 and entry["stop_reason"] == "max_turns" and entry["api_calls"] == 2
+    assert [t["from"] for t in entry["conversations"]] == ["system", "human", "gpt", "tool", "gpt"]
+    assert entry["conversations"][-1]["value"].count("<tool_call>") == 1  # its results trimmed, the call kept
+
+
 def test_output_cut_by_length_is_partial(make_cfg, tmp_path, run_dir, server):
     entry, _ = run_one(
         make_cfg, tmp_path, run_dir, script({"content": "cut", "reasoning": "r", "finish_reason": "length"})
