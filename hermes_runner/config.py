@@ -216,6 +216,24 @@ class LimitsConfig:
     timeout_s: float | None = None  # per-prompt wall clock
 
 
+class OutputLayout(str, Enum):
+    """Where a trajectory's tool calls live (docs/training.md): exactly one place, so no consumer sees them twice."""
+
+    hermes = "hermes"  # in `value`, as Hermes <tool_call> text (gpt turns) and <tool_response> text (tool turns)
+    structured = "structured"  # `value` holds the natural text; every turn has `tool_calls`, arguments as objects
+
+
+@dataclass
+class OutputConfig:
+    """The shape of the trajectory files (batch_N.jsonl, trajectories.jsonl, discarded.jsonl)."""
+
+    layout: OutputLayout = OutputLayout.hermes
+    # A conversation stopped by max_turns right after tool results gets one more model call without
+    # tools, so that it ends on an assistant turn (the original runner's summary call); off: those
+    # tool results are trimmed instead. Either way the row keeps its stop_reason.
+    final_summary: bool = True
+
+
 class UnavailablePolicy(str, Enum):
     """What to do with a toolset whose backend is not configured."""
 
@@ -345,6 +363,7 @@ class RunConfig:
     shard: ShardConfig = field(default_factory=ShardConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
 
     dataset_file: str = MISSING
     run_name: str = MISSING

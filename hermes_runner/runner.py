@@ -190,6 +190,7 @@ class Run:
                 max_invalid_tool_turns=cfg.max_invalid_tool_turns,
                 max_tokens=cfg.limits.prompt_max_tokens,
                 max_cost_usd=cfg.limits.prompt_max_cost_usd,
+                final_summary=cfg.output.final_summary,
                 verbose=cfg.verbose,
                 log_prefix_chars=cfg.log_prefix_chars,
             )
@@ -252,10 +253,14 @@ class Run:
             if reason:
                 rec["reason"] = reason
             entry = sharegpt.entry(
-                outcome, batch_num=batch, model=cfg.model.name, tool_names=self.fill, system_prompt=cfg.system_prompt
+                outcome,
+                batch_num=batch,
+                model=cfg.model.name,
+                tool_names=self.fill,
+                system_prompt=cfg.system_prompt,
+                layout=cfg.output.layout,
+                discard_reason=reason or "",
             )
-            if reason:
-                entry["discard_reason"] = reason
             self.store.write_trajectory(status, batch, dumps_line(entry), rec)
             self.state.terminal[p.key] = Ref(status, rec["file"], rec["offset"], rec["length"], p.index, batch)
             self.state.failed.pop(p.key, None)
@@ -412,9 +417,15 @@ class Run:
         atomic_write_json(self.dir / "statistics.json", stats)
         return stats
 
+    def write_features(self) -> None:
+        """The HF `datasets` features of this run's JSONL files (docs/training.md: loading with them)."""
+        spec = sharegpt.features(self.fill, self.cfg.output.layout)
+        atomic_write_json(self.dir / sharegpt.FEATURES_FILE, spec)
+
     def finalize(self, plan: Plan) -> dict:
         self.store.close()
         self.write_checkpoint()
+        self.write_features()
         kept = self.write_trajectories()
         stats = self.write_statistics(plan)
         stats["trajectories"] = kept
