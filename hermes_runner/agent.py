@@ -15,6 +15,13 @@ from hermes_runner.usage import Usage
 
 log = logging.getLogger(__name__)
 
+# Sent (never saved) with the tool-less call that gives a conversation stopped by max_turns its last
+# assistant turn, as the original runner's max-iterations summary does.
+SUMMARY_REQUEST = (
+    "You have reached the maximum number of tool-calling turns. No more tools can be called. "
+    "Give your final answer now, based on what you found so far."
+)
+
 
 @dataclass
 class AgentSettings:
@@ -25,6 +32,7 @@ class AgentSettings:
     max_invalid_tool_turns: int = 3  # consecutive turns with only invalid calls before giving up
     max_tokens: int | None = None  # per-prompt token budget: the conversation stops (partial) when spent
     max_cost_usd: float | None = None  # per-prompt cost budget, same
+    final_summary: bool = True  # max_turns after tool results: one more call, without tools, for a last answer
     verbose: bool = False
     log_prefix_chars: int = 100
 
@@ -99,9 +107,35 @@ class Agent:
                     break
             else:
                 res.stop_reason = "max_turns"
+            if res.history[-1]["role"] == "tool":
+                await self._end_on_assistant(res, head)
         finally:
             res.duration_s = time.monotonic() - started
         return res
+
+    async def _end_on_assistant(self, res: SessionResult, head: list[dict]) -> None:
+        """A conversation that stopped right after tool results gets a last assistant turn, so that every
+        trainer keeps it: for max_turns (with `final_summary`), the reply to one call without tools (any
+        tool call it still makes is dropped); otherwise, or if that call fails or says nothing, the last
+        round's tool results are trimmed and the row ends on the assistant turn that made the calls.
+        The stop reason stays what it was."""
+        if self.s.final_summary and res.stop_reason == "max_turns":
+            try:
+                reply = await self.model.complete(
+                    [*head, *res.history, {"role": "user", "content": SUMMARY_REQUEST}], []
+                )
+            except Exception as exc:  # noqa: BLE001 - the trajectory is kept either way, trimmed
+                log.warning("[P%d] final summary call failed (%s): trimming instead", res.prompt.index, exc)
+            else:
+                res.api_calls += 1
+                res.retries += reply.retries
+                res.usage.add(reply.usage)
+                msg = {k: v for k, v in reply.message.items() if k != "tool_calls"}
+                if (msg.get("content") or "").strip():
+                    res.history.append(msg)
+                    return
+        while res.history and res.history[-1]["role"] == "tool":
+            res.history.pop()
 
     def _over_budget(self, res: SessionResult) -> str | None:
         if self.s.max_tokens is not None and res.usage.total_tokens >= self.s.max_tokens:

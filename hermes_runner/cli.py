@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from hermes_runner import distributions
-from hermes_runner.config import DistributionConfig, RunConfig
-from hermes_runner.errors import ConfigError, StorageFull
+from hermes_runner.config import DistributionConfig, RunConfig, check, check_keys
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, StorageFull
 from hermes_runner.manifest import end_invocation, start_invocation
 from hermes_runner.plan import Plan
 from hermes_runner.redact import Redactor, redacting_logs
@@ -119,7 +119,8 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
 
 def run_job(dcfg: DictConfig) -> int:
     """Run one Hydra job; in a single run exit with 0 (done), 1 (some prompts failed), 2 (bad input or
-    config), 3 (stopped by a budget), 5 (the run dir could not be written, e.g. a full disk), 130 (interrupted)."""
+    config), 3 (stopped by a budget), 4 (the endpoint refused connections or credentials), 5 (the run dir could not
+    be written, e.g. a full disk), 130 (interrupted)."""
     logging.raiseExceptions = False  # a log file on a full disk must not print a traceback per line
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     code = _run_job(dcfg)
@@ -139,7 +140,11 @@ def _run_job(dcfg: DictConfig) -> int:
         console.print(distributions.describe(load_distributions()), markup=False)
         return 0
     try:
+        check_keys(dcfg)
         cfg: RunConfig = OmegaConf.to_object(dcfg)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
     except MissingMandatoryValue as exc:
         log.error("missing a required option: %s (set it on the command line, e.g. %s=...)", exc.full_key, exc.full_key)
         return 2
@@ -165,6 +170,11 @@ def execute_run(
 
     `redact`: the secrets to keep out of what is written (default: those the overrides and api_key_env name)."""
     console = console or Console(soft_wrap=True)
+    try:
+        check(cfg)  # before anything is created
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2, None
     redact = redact or Redactor.from_sources(overrides or [], _container(cfg))
     run = Run(cfg, run_dir, overrides, redact)
     try:
@@ -233,6 +243,11 @@ def _invocation(
     if run.interrupted:
         console.print("[yellow]Interrupted.[/] Run the same command again to finish the remaining prompts.")
         return 130, stats
+    if run.endpoint_down:
+        left = stats["prompts"]["pending"] + sum(stats["failed_by_error"].get(t, 0) for t in ENDPOINT_DOWN_ERRORS)
+        console.print(f"Stopped: {run.endpoint_down}", style="bold red", markup=False)
+        console.print(f"{left} prompts left to run: fix the endpoint, then run the same command again.")
+        return 4, stats
     if run.budget_stop:
         console.print(
             f"[yellow]Stopped by budget[/]: {run.budget_stop}. Run the same command with a higher limit to continue."

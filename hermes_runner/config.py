@@ -7,13 +7,17 @@ before any model call.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+
+from hermes_runner.errors import ConfigError
 
 
 class Effort(str, Enum):
@@ -93,6 +97,7 @@ class ModelConfig:
     temperature: float | None = None
     timeout_s: float = 600.0
     max_retries: int = 6  # retries per API call (tenacity; the SDK's own retries are off)
+    refused_retries: int = 2  # retries (short waits) of a refused connection before the run stops (exit 4)
     retry_initial_wait_s: float = 1.0  # first backoff when the server gives no Retry-After
     retry_max_wait_s: float = 120.0  # cap on any wait, Retry-After included
     max_tokens_param: str = "max_tokens"  # or max_completion_tokens (newer OpenAI models)
@@ -209,6 +214,24 @@ class LimitsConfig:
     prompt_max_tokens: int | None = None  # per-prompt token budget
     prompt_max_cost_usd: float | None = None  # per-prompt cost budget
     timeout_s: float | None = None  # per-prompt wall clock
+
+
+class OutputLayout(str, Enum):
+    """Where a trajectory's tool calls live (docs/training.md): exactly one place, so no consumer sees them twice."""
+
+    hermes = "hermes"  # in `value`, as Hermes <tool_call> text (gpt turns) and <tool_response> text (tool turns)
+    structured = "structured"  # `value` holds the natural text; every turn has `tool_calls`, arguments as objects
+
+
+@dataclass
+class OutputConfig:
+    """The shape of the trajectory files (batch_N.jsonl, trajectories.jsonl, discarded.jsonl)."""
+
+    layout: OutputLayout = OutputLayout.hermes
+    # A conversation stopped by max_turns right after tool results gets one more model call without
+    # tools, so that it ends on an assistant turn (the original runner's summary call); off: those
+    # tool results are trimmed instead. Either way the row keeps its stop_reason.
+    final_summary: bool = True
 
 
 class UnavailablePolicy(str, Enum):
@@ -340,6 +363,7 @@ class RunConfig:
     shard: ShardConfig = field(default_factory=ShardConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
 
     dataset_file: str = MISSING
     run_name: str = MISSING
@@ -365,6 +389,134 @@ class RunConfig:
     list_distributions: bool = False
     dry_run: bool = False
     progress: bool = True
+
+
+# Value rules of numeric options: (dotted key, rule). A key whose value is null passes (it means "no limit"
+# or "default"); `*` is each element of a list.
+_POSITIVE, _NON_NEGATIVE, _AT_LEAST_1 = "> 0", ">= 0", ">= 1"
+_ENDPOINT_RULES = (("timeout_s", _POSITIVE), ("max_retries", _NON_NEGATIVE), ("max_tokens", _AT_LEAST_1))
+VALUE_RULES: tuple[tuple[str, str], ...] = (
+    ("batch_size", _AT_LEAST_1),
+    ("num_workers", _AT_LEAST_1),
+    ("max_turns", _AT_LEAST_1),
+    ("max_samples", _AT_LEAST_1),
+    ("max_tokens", _AT_LEAST_1),
+    ("max_invalid_tool_turns", _AT_LEAST_1),
+    ("log_prefix_chars", _NON_NEGATIVE),
+    ("fsync_interval_s", _POSITIVE),
+    ("shard.count", _AT_LEAST_1),
+    ("shard.index", _NON_NEGATIVE),
+    ("limits.max_cost_usd", _POSITIVE),
+    ("limits.max_tokens_total", _AT_LEAST_1),
+    ("limits.prompt_max_tokens", _AT_LEAST_1),
+    ("limits.prompt_max_cost_usd", _POSITIVE),
+    ("limits.timeout_s", _POSITIVE),
+    ("model.timeout_s", _POSITIVE),
+    ("model.max_retries", _NON_NEGATIVE),
+    ("model.refused_retries", _NON_NEGATIVE),
+    ("model.retry_initial_wait_s", _NON_NEGATIVE),
+    ("model.retry_max_wait_s", _NON_NEGATIVE),
+    ("model.tool_choice_turns", _NON_NEGATIVE),
+    ("model.serve.port", _NON_NEGATIVE),
+    ("model.serve.startup_timeout_s", _POSITIVE),
+    ("model.serve.stop_timeout_s", _NON_NEGATIVE),
+    ("model.price.prompt_per_mtok", _NON_NEGATIVE),
+    ("model.price.completion_per_mtok", _NON_NEGATIVE),
+    ("model.price.cached_prompt_per_mtok", _NON_NEGATIVE),
+    ("model.rate_limit.requests_per_minute", _POSITIVE),
+    ("model.rate_limit.tokens_per_minute", _POSITIVE),
+    ("model.rate_limit.min_concurrency", _AT_LEAST_1),
+    ("reasoning.max_tokens", _AT_LEAST_1),
+    ("sandbox.command_timeout_s", _POSITIVE),
+    ("sandbox.max_output_chars", _AT_LEAST_1),
+    ("sandbox.docker.cpus", _POSITIVE),
+    ("sandbox.docker.pids_limit", _AT_LEAST_1),
+    ("sandbox.docker.pool_size", _NON_NEGATIVE),
+    ("sandbox.docker.max_lifetime_s", _AT_LEAST_1),
+    ("executor.num_cpus", _AT_LEAST_1),
+    ("executor.sessions_per_worker", _AT_LEAST_1),
+    ("executor.cpus_per_worker", _POSITIVE),
+    ("executor.max_redispatch", _NON_NEGATIVE),
+    ("tools.fetch.timeout_s", _POSITIVE),
+    ("tools.fetch.max_bytes", _AT_LEAST_1),
+    ("tools.fetch.max_redirects", _NON_NEGATIVE),
+    ("tools.web.search_timeout_s", _POSITIVE),
+    ("tools.web.max_urls", _AT_LEAST_1),
+    ("tools.web.char_limit", _AT_LEAST_1),
+    ("tools.web.max_char_limit", _AT_LEAST_1),
+    ("tools.web.call_char_budget", _AT_LEAST_1),
+    ("tools.code_execution.timeout_s", _POSITIVE),
+    ("tools.code_execution.max_timeout_s", _POSITIVE),
+    ("tools.code_execution.max_stderr_chars", _NON_NEGATIVE),
+    ("tools.code_execution.max_result_chars", _NON_NEGATIVE),
+    ("tools.vision.max_image_bytes", _AT_LEAST_1),
+    ("tools.moa.min_successful", _AT_LEAST_1),
+    ("tools.browser.viewport_width", _AT_LEAST_1),
+    ("tools.browser.viewport_height", _AT_LEAST_1),
+    ("tools.browser.navigation_timeout_s", _POSITIVE),
+    ("tools.browser.action_timeout_s", _POSITIVE),
+    ("tools.browser.snapshot_max_chars", _AT_LEAST_1),
+    ("tools.browser.full_snapshot_max_chars", _AT_LEAST_1),
+    *((f"tools.vision.endpoint.{k}", r) for k, r in _ENDPOINT_RULES),
+    *((f"tools.image_gen.endpoint.{k}", r) for k, r in _ENDPOINT_RULES),
+    *((f"tools.moa.aggregator.{k}", r) for k, r in _ENDPOINT_RULES),
+    *((f"tools.moa.reference_models.*.{k}", r) for k, r in _ENDPOINT_RULES),
+)
+_TESTS = {_POSITIVE: lambda v: v > 0, _NON_NEGATIVE: lambda v: v >= 0, _AT_LEAST_1: lambda v: v >= 1}
+
+
+def _values(obj: object, path: list[str], prefix: str = "") -> list[tuple[str, object, bool]]:
+    """(full key, value, may be null) of a dotted path in a config object; `*` goes through a list."""
+    head, rest = path[0], path[1:]
+    if head == "*":
+        return [v for i, item in enumerate(obj or []) for v in _values(item, rest, f"{prefix}[{i}]")]
+    full = f"{prefix}.{head}" if prefix else head
+    if rest:
+        return _values(getattr(obj, head), rest, full)
+    types = {f.name: str(f.type) for f in dataclasses.fields(obj)}
+    return [(full, getattr(obj, head), "None" in types[head])]
+
+
+def check(cfg: RunConfig) -> None:
+    """Check every value rule before anything is created or started; raise ConfigError naming the keys."""
+    problems = []
+    for key, rule in VALUE_RULES:
+        for full, value, nullable in _values(cfg, key.split(".")):
+            if value is not None and not isinstance(value, bool) and not _TESTS[rule](value):
+                problems.append(f"{full} must be {rule}{' (or null)' if nullable else ''}, not {value}")
+    if cfg.shard.count >= 1 and cfg.shard.index >= cfg.shard.count:
+        problems.append(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
+    if problems:
+        raise ConfigError("invalid configuration: " + "; ".join(problems))
+
+
+def check_keys(dcfg: DictConfig) -> None:
+    """Refuse keys no schema defines, e.g. added with `+num_worker=8` (Hydra lets `+` add any key)."""
+    unknown = []
+
+    def walk(node: DictConfig | ListConfig, prefix: str) -> None:
+        if isinstance(node, ListConfig):
+            for i in range(len(node)):
+                child = node._get_node(i)
+                if isinstance(child, (DictConfig, ListConfig)):
+                    walk(child, f"{prefix}[{i}]")
+            return
+        schema = OmegaConf.get_type(node)
+        names = [f.name for f in dataclasses.fields(schema)] if dataclasses.is_dataclass(schema) else None
+        for key in node:
+            full = f"{prefix}.{key}" if prefix else str(key)
+            if names is not None and key not in names:
+                close = difflib.get_close_matches(str(key), names, n=1)
+                where = f"in {prefix}" if prefix else "at the top level"
+                unknown.append(f"{full} (no such option {where}" + (f"; did you mean {close[0]}?)" if close else ")"))
+                continue
+            child = node._get_node(key)
+            if isinstance(child, (DictConfig, ListConfig)):
+                walk(child, full)
+
+    walk(dcfg, "")
+    if unknown:
+        raise ConfigError("unknown option: " + ", ".join(unknown))
 
 
 def safe_dirname(text: str, limit: int = 160) -> str:

@@ -8,8 +8,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jsonlines
-
 from hermes_runner.errors import ConfigError
 
 KNOWN_FIELDS = ("prompt", "image", "docker_image", "cwd")
@@ -72,6 +70,46 @@ def _check_row(obj: object) -> str | None:
     return None
 
 
+MAX_DEPTH = 100  # deeper rows are rejected: no recursion limit is reached reading or writing them
+
+
+def parse_json(raw: bytes) -> tuple[object, str | None]:
+    """One JSON document (a JSONL line, a file) as (value, None), or (None, why it is unusable): not UTF-8, not JSON,
+    nested deeper than MAX_DEPTH, or holding text that is not valid Unicode (a lone surrogate)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}"
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc}"
+    except RecursionError:
+        return None, f"nested deeper than {MAX_DEPTH} levels"
+    if _depth_over(obj, MAX_DEPTH):
+        return None, f"nested deeper than {MAX_DEPTH} levels"
+    try:
+        json.dumps(obj, ensure_ascii=False).encode()
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end].encode("unicode_escape").decode()
+        return None, f"holds text that is not valid Unicode ({bad}, a lone surrogate)"
+    return obj, None
+
+
+def _depth_over(obj: object, limit: int) -> bool:
+    """Whether lists/objects nest deeper than `limit` (iterative: any depth is safe)."""
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
 def read_prompts(
     path: str | Path,
     *,
@@ -83,35 +121,32 @@ def read_prompts(
     """Yield the good rows of a JSONL file one at a time; report bad lines to `on_reject`.
 
     `max_samples` keeps the first N good rows; a shard keeps every `shard_count`-th of
-    those starting at `shard_index` (indices stay those of the whole dataset).
+    those starting at `shard_index` (indices stay those of the whole dataset). Blank lines
+    are skipped; any other unusable line (see `parse_json`, `_check_row`) is rejected.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"dataset_file is a directory, not a JSONL file: {path}")
     if not path.is_file():
         raise ConfigError(f"dataset_file not found: {path}")
     counter = OccurrenceCounter()
     index = 0
     with path.open("rb") as fp:
-        lines = _LineCounter(fp)
-        # The stdlib parser, always: jsonlines would pick orjson when installed, which reads
-        # integers beyond 64 bits as floats and would change those rows' keys.
-        reader = jsonlines.Reader(lines, loads=json.loads)
-        while max_samples is None or index < max_samples:
-            try:
-                obj = reader.read()
-            except EOFError:
+        # The stdlib parser, always: orjson reads integers beyond 64 bits as floats, which would
+        # change those rows' keys.
+        for lineno, raw in enumerate(fp, 1):
+            if max_samples is not None and index >= max_samples:
                 break
-            except jsonlines.InvalidLineError as exc:
-                text = exc.line.strip() if isinstance(exc.line, str) else exc.line.decode(errors="replace").strip()
-                if not text:
-                    continue  # blank lines are allowed
-                if on_reject:
-                    cause = exc.__cause__ or exc
-                    on_reject(Rejected(exc.lineno, f"invalid JSON: {cause}", text[:500]))
-                continue
-            reason = _check_row(obj)
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a UTF-8 byte order mark (files saved by some Windows editors)
+            if not raw.strip():
+                continue  # blank lines are allowed
+            obj, reason = parse_json(raw)
+            if reason is None:
+                reason = _check_row(obj)
             if reason:
                 if on_reject:
-                    on_reject(Rejected(lines.count, reason, json.dumps(obj, ensure_ascii=False)[:500]))
+                    on_reject(Rejected(lineno, reason, _excerpt(raw)))
                 continue
             key = _key(obj, counter)
             if index % shard_count == shard_index:
@@ -126,17 +161,9 @@ def read_prompts(
             index += 1
 
 
-class _LineCounter:
-    """Iterates a file's lines and remembers how many it has handed out."""
-
-    def __init__(self, fp) -> None:
-        self._fp = fp
-        self.count = 0
-
-    def __iter__(self):
-        for line in self._fp:
-            self.count += 1
-            yield line
+def _excerpt(raw: bytes, limit: int = 500) -> str:
+    """The start of a rejected line as text (bytes that are not UTF-8 shown as \\xNN escapes)."""
+    return raw[: limit * 4].decode("utf-8", errors="backslashreplace").strip()[:limit]
 
 
 def _key(row: dict, counter: OccurrenceCounter) -> str:

@@ -13,6 +13,10 @@ class ConfigError(RunnerError):
     """Bad configuration or input found before any model call; the run does not start."""
 
 
+class ForeignRunDirError(ConfigError):
+    """A run directory of the original Hermes batch runner that cannot be imported safely (hermes_import)."""
+
+
 class ToolError(RunnerError):
     """An expected tool failure; its message goes back to the model as the tool result."""
 
@@ -29,8 +33,30 @@ class ModelCallError(RunnerError):
         self.status = status
 
 
+class EndpointDown(ModelCallError):
+    """The model endpoint can serve no prompt at all: the run stops starting prompts and ends with exit code 4."""
+
+
+class EndpointRefused(EndpointDown):
+    """The endpoint refused the connection (nothing listens there), after a few short retries."""
+
+
+class EndpointAuthError(EndpointDown):
+    """The endpoint refused the credentials (HTTP 401/403)."""
+
+
+# `error_type` of the failures an EndpointDown leaves in the ledger: retried by the next invocation even
+# with retry_failed=false (the prompt never had a chance to run).
+ENDPOINT_DOWN_ERRORS = frozenset({"EndpointRefused", "EndpointAuthError"})
+
+
 class EmptyResponse(RunnerError):
     """The endpoint answered without choices; retried like a transient error."""
+
+
+class MalformedReply(RunnerError):
+    """A 200 reply that is not a usable completion (not JSON, not an object, `"message": null`); retried
+    like a transient error, then the prompt fails (never kept as an empty trajectory)."""
 
 
 class BrokenStream(RunnerError):

@@ -9,7 +9,7 @@ import openai
 
 from hermes_runner.config import RunConfig
 from hermes_runner.errors import ConfigError
-from hermes_runner.model import OpenAIChatModel
+from hermes_runner.model import OpenAIChatModel, connection_refused
 from hermes_runner.stats import RunStats
 from hermes_runner.tools.registry import all_tools
 from hermes_runner.usage import Usage, has_prices, price_cost
@@ -68,7 +68,8 @@ async def probe(model: OpenAIChatModel) -> str:
     except openai.AuthenticationError as exc:
         raise ConfigError(f"the endpoint {model.client.base_url} refused the API key: {exc}") from None
     except openai.APIConnectionError as exc:
-        raise ConfigError(f"cannot reach the endpoint {model.client.base_url}: {exc}") from None
+        why = "connection refused (is the server running, is the URL right?)" if connection_refused(exc) else exc
+        raise ConfigError(f"cannot reach the endpoint {model.client.base_url}: {why}") from None
     except openai.APIStatusError as exc:
         return f"endpoint reachable; model list not available (HTTP {exc.status_code})"
     ids = [m.id for m in listed.data]

@@ -2,11 +2,12 @@
 
     python -m hermes_runner.export outputs/my_run --to parquet   # trajectories.parquet (kept)
     python -m hermes_runner.export outputs/my_run --to hf        # datasets.load_from_disk() dataset (kept)
-    python -m hermes_runner.export outputs/my_run --to openai    # messages + tool_calls + tools JSONL (kept)
+    python -m hermes_runner.export outputs/my_run --to openai    # messages + tool_calls + tools JSONL (kept), TRL
     python -m hermes_runner.export outputs/my_run --to splits    # kept and discarded splits (DatasetDict)
     ... --push-to-hub user/name [--private]                       # also upload (needs a Hugging Face token)
 
 Rows are read through the ledger, so a run that is still going exports the prompts finished so far.
+The openai export writes its HF features beside it (dataset_features.json); docs/training.md has the recipes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_runner.errors import RunnerError
 from hermes_runner.messages import clean_calls, to_openai
 from hermes_runner.rundata import NotARunDir, RunData, find_runs
+from hermes_runner.sharegpt import FEATURES_FILE
 from hermes_runner.store import atomic_write, dumps_line
 
 if TYPE_CHECKING:
@@ -45,6 +47,7 @@ KNOWN = {
     "metadata",
     "completed",
     "partial",
+    "stop_reason",
     "api_calls",
     "toolsets_used",
     "tool_stats",
@@ -96,6 +99,8 @@ class Schema:
     """The columns of a set of entries: known fields typed explicitly, extra fields unified."""
 
     def __init__(self, rows: list[dict]):
+        # structured layout (or rows of older versions): turns carry `tool_calls`; hermes: {from, value} only
+        self.calls = any("tool_calls" in t for r in rows for t in r.get("conversations") or [])
         self.tools = sorted({n for r in rows for n in (r.get("tool_stats") or {})})
         self.meta = {
             k: _scalar_type([(r.get("metadata") or {}).get(k) for r in rows])
@@ -112,12 +117,16 @@ class Schema:
             "function": {"name": Value("string"), "arguments": Value("string")},
         }
         counts = {"count": Value("int64"), "success": Value("int64"), "failure": Value("int64")}
+        turn = {"from": Value("string"), "value": Value("string")}
+        if self.calls:
+            turn["tool_calls"] = List(call)
         spec = {
             "prompt_index": Value("int64"),
-            "conversations": List({"from": Value("string"), "value": Value("string"), "tool_calls": List(call)}),
+            "conversations": List(turn),
             "metadata": {k: Value(t) for k, t in self.meta.items()},
             "completed": Value("bool"),
             "partial": Value("bool"),
+            "stop_reason": Value("string"),
             "api_calls": Value("int64"),
             "toolsets_used": List(Value("string")),
             "tool_stats": {n: counts for n in self.tools},
@@ -141,17 +150,11 @@ class Schema:
         usage = e.get("usage") or {}
         out = {
             "prompt_index": int(e.get("prompt_index", -1)),
-            "conversations": [
-                {
-                    "from": str(t.get("from", "")),
-                    "value": str(t.get("value") or ""),
-                    "tool_calls": clean_calls(t.get("tool_calls") or []),
-                }
-                for t in e.get("conversations") or []
-            ],
+            "conversations": [self.turn(t) for t in e.get("conversations") or []],
             "metadata": {k: _cast(meta.get(k), t) for k, t in self.meta.items()},
             "completed": bool(e.get("completed")),
             "partial": bool(e.get("partial")),
+            "stop_reason": str(e.get("stop_reason") or ""),
             "api_calls": int(e.get("api_calls") or 0),
             "toolsets_used": [str(t) for t in e.get("toolsets_used") or []],
             "tool_stats": {
@@ -159,13 +162,19 @@ class Schema:
             },
             "tool_error_counts": {n: int((e.get("tool_error_counts") or {}).get(n, 0)) for n in self.tools},
             "usage": {k: (float if t == "float64" else int)(usage.get(k) or 0) for k, t in USAGE_KEYS.items()},
-            "discard_reason": e.get("discard_reason"),
+            "discard_reason": str(e.get("discard_reason") or ""),
             **{k: _cast(e.get(k), t) for k, t in self.extra.items()},
         }
         if not self.tools:
             del out["tool_stats"], out["tool_error_counts"]
         if not self.meta:
             del out["metadata"]
+        return out
+
+    def turn(self, t: dict) -> dict:
+        out = {"from": str(t.get("from", "")), "value": str(t.get("value") or "")}
+        if self.calls:  # arguments as JSON text here: one Arrow type for every tool's arguments
+            out["tool_calls"] = clean_calls(t.get("tool_calls") or [])
         return out
 
 
@@ -183,26 +192,83 @@ def to_datasets(splits: dict[str, list[dict]]) -> dict[str, datasets.Dataset]:
 # -- OpenAI messages -----------------------------------------------------------------------
 
 
+OPENAI_MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
+
+
+def openai_message(m: dict) -> dict:
+    """One message with every key of OPENAI_MESSAGE_KEYS (empty when unset), each of one JSON type, and
+    the calls' `arguments` as JSON objects, as chat templates render them (a string would be encoded twice)."""
+    calls = []
+    for c in m.get("tool_calls") or []:
+        try:
+            args = json.loads(c["function"]["arguments"] or "{}")
+        except json.JSONDecodeError:
+            args = {}
+        fn = {"name": c["function"]["name"], "arguments": args if isinstance(args, dict) else {}}
+        calls.append({"id": c["id"], "type": "function", "function": fn})
+    return {
+        "role": m["role"],
+        "content": m.get("content") or "",
+        "reasoning_content": m.get("reasoning_content") or "",
+        "tool_calls": calls,
+        "tool_call_id": m.get("tool_call_id") or "",
+        "name": m.get("name") or "",
+    }
+
+
 def openai_row(entry: dict, reasoning: str) -> dict:
+    """One line of the openai export: messages, tools (as JSON text: TRL and axolotl parse it), id, metadata."""
     conv = to_openai(entry, reasoning=reasoning)
     meta = entry.get("metadata") or {}
     return {
-        "messages": conv["messages"],
-        "tools": conv["tools"],
-        "id": meta.get("prompt_key") or str(entry.get("prompt_index")),
+        "messages": [openai_message(m) for m in conv["messages"]],
+        "tools": json.dumps(conv["tools"], ensure_ascii=False),
+        "id": str(meta.get("prompt_key") or entry.get("prompt_index")),
         "metadata": {
-            "prompt_index": entry.get("prompt_index"),
-            "model": meta.get("model"),
+            "prompt_index": int(entry.get("prompt_index", -1)),
+            "model": str(meta.get("model") or ""),
             "completed": bool(entry.get("completed")),
             "partial": bool(entry.get("partial")),
-            "discard_reason": entry.get("discard_reason"),
+            "stop_reason": str(entry.get("stop_reason") or ""),
+            "discard_reason": str(entry.get("discard_reason") or ""),
+        },
+    }
+
+
+def openai_features() -> dict:
+    """`datasets.Features.to_dict()` of the openai export (datasets >= 5: `arguments` is `Json`)."""
+
+    def v(dtype: str) -> dict:
+        return {"dtype": dtype, "_type": "Value"}
+
+    call = {"id": v("string"), "type": v("string"), "function": {"name": v("string"), "arguments": {"_type": "Json"}}}
+    message = {k: v("string") for k in OPENAI_MESSAGE_KEYS if k != "tool_calls"}
+    message["tool_calls"] = {"feature": call, "_type": "List"}
+    return {
+        "messages": {"feature": {k: message[k] for k in OPENAI_MESSAGE_KEYS}, "_type": "List"},
+        "tools": v("string"),
+        "id": v("string"),
+        "metadata": {
+            "prompt_index": v("int64"),
+            "model": v("string"),
+            "completed": v("bool"),
+            "partial": v("bool"),
+            "stop_reason": v("string"),
+            "discard_reason": v("string"),
         },
     }
 
 
 def write_openai(entries: list[dict], path: Path, reasoning: str) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, (dumps_line(openai_row(e, reasoning)) for e in entries))
+    rows = [openai_row(e, reasoning) for e in entries]
+    # datasets infers types per 10 MB chunk: a first chunk without any tool call would type `tool_calls`
+    # as null and fail on the later ones, so the first row with calls (if any) leads the file.
+    first = next((i for i, r in enumerate(rows) if any(m["tool_calls"] for m in r["messages"])), None)
+    if first:
+        rows.insert(0, rows.pop(first))
+    atomic_write(path, (dumps_line(r) for r in rows))
+    atomic_write(path.parent / FEATURES_FILE, (json.dumps(openai_features(), indent=2) + "\n").encode())
     return len(entries)
 
 

@@ -28,7 +28,7 @@ INVOCATIONS = "invocations.jsonl"
 DATA_KEYS = (
     "dataset_file", "model.name", "distribution", "seed", "max_turns", "max_tokens", "reasoning",
     "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
-    "sandbox.backend", "sandbox.image", "shard.index", "shard.count",
+    "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout",
 )  # fmt: skip
 
 

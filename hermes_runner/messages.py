@@ -1,4 +1,4 @@
-"""Read a ShareGPT trajectory entry back into OpenAI chat messages and tool schemas."""
+"""Read a ShareGPT trajectory entry (either output layout) back into OpenAI chat messages and tool schemas."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hermes_runner import sharegpt
 _TOOLS_RE = re.compile(r"<tools>\n(.*?)\n</tools>", re.S)
 _THINK_RE = re.compile(r"\A<think>\n(.*?)\n?</think>\n?", re.S)
 _CALL_TAIL_RE = re.compile(r"\n?<tool_call>\n.*?\n</tool_call>\Z", re.S)
+_CALL_RE = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S)
 _RESPONSE_RE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.S)
 
 
@@ -66,6 +67,44 @@ def split_gpt(value: str, n_calls: int) -> tuple[str, str]:
     return reasoning.strip(), value.strip()
 
 
+def text_calls(value: str) -> list[dict]:
+    """The trailing `<tool_call>` blocks of a hermes-layout gpt turn, as {name, arguments (object)}."""
+    end = len(value.rstrip())
+    tail = []
+    for m in reversed(list(_CALL_RE.finditer(value))):
+        if m.end() != end:
+            break
+        tail.append(m.group(1))
+        end = len(value[: m.start()].rstrip())
+    out = []
+    for raw in reversed(tail):
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError:
+            body = None
+        if isinstance(body, dict) and isinstance(body.get("name"), str):
+            args = body.get("arguments")
+            out.append({"name": body["name"], "arguments": args if isinstance(args, dict) else {}})
+    return out
+
+
+def turn_calls(turns: list[dict], i: int) -> list[dict]:
+    """The tool calls of gpt turn `i` in the strict OpenAI shape, from either layout: its `tool_calls`
+    (structured) or the `<tool_call>` blocks of its value (hermes), whose ids are those of the tool turn
+    that answers them (by position; `call_<turn>_<n>` when there is none)."""
+    turn = turns[i]
+    if turn.get("tool_calls"):
+        return clean_calls(turn["tool_calls"])
+    calls = text_calls(turn.get("value") or "")
+    if not calls:
+        return []
+    answer = turns[i + 1] if i + 1 < len(turns) and turns[i + 1].get("from") == "tool" else None
+    ids = [r["tool_call_id"] for r in tool_responses(answer.get("value") or "")] if answer else []
+    return clean_calls(
+        [{"id": ids[n] if n < len(ids) and ids[n] else f"call_{i}_{n}", "function": c} for n, c in enumerate(calls)]
+    )
+
+
 def tool_responses(value: str) -> list[dict]:
     """The {tool_call_id, name, content (str)} blocks of a tool turn."""
     out = []
@@ -109,7 +148,8 @@ def to_openai(entry: dict, reasoning: str = "field") -> dict:
         raise ValueError(f"reasoning must be field, inline or drop, not {reasoning!r}")
     messages: list[dict] = []
     tools: list[dict] = []
-    for turn in entry.get("conversations") or []:
+    turns = entry.get("conversations") or []
+    for i, turn in enumerate(turns):
         who, value = turn.get("from"), turn.get("value") or ""
         if who == "system":
             tools = tools_of(value)
@@ -119,8 +159,8 @@ def to_openai(entry: dict, reasoning: str = "field") -> dict:
         elif who == "human":
             messages.append({"role": "user", "content": value})
         elif who == "gpt":
-            calls = clean_calls(turn.get("tool_calls") or [])
-            thought, content = split_gpt(value, len(calls))
+            calls = turn_calls(turns, i)
+            thought, content = split_gpt(value, 0 if turn.get("tool_calls") else value.count("<tool_call>"))
             msg: dict = {"role": "assistant", "content": content or None}
             if thought and reasoning == "field":
                 msg["reasoning_content"] = thought

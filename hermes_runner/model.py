@@ -18,7 +18,16 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from hermes_runner import fastjson
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
-from hermes_runner.errors import BrokenStream, ConfigError, EmptyResponse, ModelCallError
+from hermes_runner.errors import (
+    BrokenStream,
+    ConfigError,
+    EmptyResponse,
+    EndpointAuthError,
+    EndpointDown,
+    EndpointRefused,
+    MalformedReply,
+    ModelCallError,
+)
 from hermes_runner.reasoning import split_reasoning
 from hermes_runner.usage import Usage, fill_cost
 
@@ -27,6 +36,25 @@ CHAT_PATH = "/chat/completions"
 log = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = {408, 409, 429}
+AUTH_STATUS = {401, 403}  # the credentials are refused: no prompt can run (a 403 for flagged input is not this)
+REFUSED_MAX_WAIT_S = 2.0  # waits between retries of a refused connection: 0.5 s, 1 s, 2 s, 2 s, ...
+
+
+def connection_refused(exc: BaseException | None) -> bool:
+    """Whether an error was caused by a refused connection (the SDK reports it as a connect timeout)."""
+    seen = 0
+    while exc is not None and seen < 16:
+        if isinstance(exc, ConnectionRefusedError):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def is_auth_error(exc: BaseException) -> bool:
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in AUTH_STATUS:
+        return False
+    text = str(exc).lower()
+    return not (exc.status_code == 403 and ("moderation" in text or "flagged" in text))
 
 
 @dataclass(slots=True)
@@ -44,7 +72,7 @@ class ChatModel(Protocol):
 
 
 def is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, (openai.APIConnectionError, EmptyResponse)):  # includes APITimeoutError
+    if isinstance(exc, (openai.APIConnectionError, EmptyResponse, MalformedReply)):  # includes APITimeoutError
         return True
     if isinstance(exc, BrokenStream):
         return exc.status is None or exc.status in RETRYABLE_STATUS or exc.status >= 500
@@ -83,6 +111,8 @@ class RetryAfterWait:
 
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
+        if connection_refused(exc):
+            return min(0.5 * 2 ** (state.attempt_number - 1), REFUSED_MAX_WAIT_S, self._cap)
         asked = retry_after_seconds(exc)
         if asked is not None:
             return min(asked, self._cap)
@@ -109,11 +139,15 @@ def _normalize_tool_calls(raw: list | None) -> list[dict]:
 
 
 def parse_completion(body: dict) -> Completion:
+    if not isinstance(body, dict):
+        raise MalformedReply(f"reply is a JSON {type(body).__name__}, not an object: {json.dumps(body)[:300]}")
     choices = body.get("choices")
     if not choices:
         raise EmptyResponse(f"response without choices: {json.dumps(body)[:300]}")
-    choice = choices[0]
-    raw = choice.get("message") or {}
+    choice = choices[0] if isinstance(choices, list) else None
+    raw = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(raw, dict):
+        raise MalformedReply(f"reply without a message object: {json.dumps(body)[:300]}")
     reasoning, content = split_reasoning(raw)
     msg: dict = {"role": "assistant", "content": content}
     calls = _normalize_tool_calls(raw.get("tool_calls"))
@@ -301,6 +335,8 @@ class OpenAIChatModel:
         )
         # Call meters, e.g. a rate limiter or a budget: `await before_call(estimated_tokens)`, `after_call(exc, completion)`.
         self.hooks = list(hooks)
+        # Open once the endpoint refuses connections or credentials: every later call fails at once with it.
+        self.down: EndpointDown | None = None
 
     def request_body(self, messages: list[dict], tools: list[dict]) -> dict:
         """The JSON body of one chat-completions call (extra_body last, so it wins, as in the SDK)."""
@@ -325,7 +361,11 @@ class OpenAIChatModel:
         """One call through the SDK's raw request path (no per-call params models); a stream is added up."""
         if not self.cfg.stream:
             raw = await self.client.post(CHAT_PATH, cast_to=httpx2.Response, content=content)
-            return parse_completion(fastjson.loads(raw.content))
+            try:
+                body = fastjson.loads(raw.content)
+            except ValueError as exc:
+                raise MalformedReply(f"reply is not JSON ({exc}): {raw.content[:200]!r}") from None
+            return parse_completion(body)
         acc = StreamAccumulator()
         stream = await self.client.post(
             CHAT_PATH, cast_to=dict, content=content, stream=True, stream_cls=openai.AsyncStream[dict]
@@ -348,11 +388,13 @@ class OpenAIChatModel:
         return parse_completion(acc.body())
 
     async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
+        if self.down is not None:
+            raise type(self.down)(str(self.down), self.down.status)
         content = fastjson.dumps(self.request_body(messages, tools))  # once, for every attempt
         retries = -1
         estimate = sum(len(str(m.get("content") or "")) for m in messages) / 4 + 1
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.cfg.max_retries + 1),
+            stop=stop_after_attempt(self.cfg.max_retries + 1) | self._refused_long_enough,
             wait=RetryAfterWait(self.cfg.retry_initial_wait_s, self.cfg.retry_max_wait_s),
             retry=retry_if_exception(is_retryable),
             reraise=True,
@@ -374,11 +416,28 @@ class OpenAIChatModel:
                     for h in self.hooks:
                         h.after_call(None, completion)
         except openai.APIStatusError as exc:
+            if is_auth_error(exc):
+                key = f" (the key in ${self.cfg.api_key_env})" if self.cfg.api_key_env else ""
+                self.down = EndpointAuthError(
+                    f"{self.client.base_url} refused the credentials{key}: {_describe(exc, retries)}", exc.status_code
+                )
+                raise type(self.down)(str(self.down), exc.status_code) from exc
             raise ModelCallError(_describe(exc, retries), exc.status_code) from exc
-        except (openai.APIConnectionError, EmptyResponse, BrokenStream) as exc:
+        except (openai.APIConnectionError, EmptyResponse, MalformedReply, BrokenStream) as exc:
+            if connection_refused(exc):
+                tail = f" ({retries} retries)" if retries else ""
+                self.down = EndpointRefused(
+                    f"connection refused by {self.client.base_url}{tail}: is the server running, is the URL right?"
+                )
+                raise type(self.down)(str(self.down)) from exc
             raise ModelCallError(_describe(exc, retries)) from exc
         completion.retries = retries
         return completion
+
+    def _refused_long_enough(self, state: RetryCallState) -> bool:
+        """Stop retrying a refused connection after `model.refused_retries` retries (not `max_retries`)."""
+        exc = state.outcome.exception() if state.outcome else None
+        return connection_refused(exc) and state.attempt_number > self.cfg.refused_retries
 
     @staticmethod
     def _before_sleep(state: RetryCallState) -> None:
@@ -391,6 +450,8 @@ class OpenAIChatModel:
 
 
 def _short(exc: BaseException | None) -> str:
+    if connection_refused(exc):
+        return "connection refused"
     if isinstance(exc, openai.APIStatusError):
         return f"HTTP {exc.status_code}"
     return type(exc).__name__ if exc else "?"

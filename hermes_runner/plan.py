@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hermes_runner.config import RunConfig
 from hermes_runner.dataset import Prompt, Rejected, read_prompts
-from hermes_runner.errors import ConfigError
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError
 from hermes_runner.store import LedgerState, atomic_write, dumps_line
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def make_plan(cfg: RunConfig, state: LedgerState, run_dir: Path) -> Plan:
             continue
         if p.key in state.failed:
             plan.current_index[p.key] = p.index
-            if not cfg.retry_failed:
+            if _left_alone(cfg, state.failed[p.key]):
                 plan.skipped_failed += 1
                 continue
             plan.retry += 1
@@ -79,7 +79,12 @@ def pending(cfg: RunConfig, state: LedgerState, first_batch: int) -> Iterator[tu
     """Second pass: the prompts to run, each with the batch file it belongs to."""
     i = 0
     for p in _prompts(cfg):
-        if p.key in state.terminal or (p.key in state.failed and not cfg.retry_failed):
+        if p.key in state.terminal or (p.key in state.failed and _left_alone(cfg, state.failed[p.key])):
             continue
         yield p, first_batch + i // cfg.batch_size
         i += 1
+
+
+def _left_alone(cfg: RunConfig, failure: dict) -> bool:
+    """A failed prompt is not run again with retry_failed=false, unless the endpoint was down (it never ran)."""
+    return not cfg.retry_failed and failure.get("error_type") not in ENDPOINT_DOWN_ERRORS

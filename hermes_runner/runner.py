@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -13,13 +12,13 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from hermes_runner import distributions, estimate, sharegpt
+from hermes_runner import distributions, estimate, hermes_import, sharegpt
 from hermes_runner import services as tool_services
 from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.budget import CURRENT_PROMPT, RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
-from hermes_runner.dataset import Prompt
-from hermes_runner.errors import ConfigError, StorageFull
+from hermes_runner.dataset import Prompt, parse_json
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, StorageFull
 from hermes_runner.executor import Executor, Work, open_executor
 from hermes_runner.manifest import now, open_run, past_durations, write_manifest
 from hermes_runner.model import OpenAIChatModel
@@ -42,7 +41,7 @@ from hermes_runner.store import (
     remove_stale_temps,
     with_prompt_index,
 )
-from hermes_runner.tools.registry import tool_names, toolset_names
+from hermes_runner.tools.registry import stats_names, tool_names, toolset_names
 from hermes_runner.usage import Usage
 from hermes_runner.worker import WorkerSpec
 
@@ -54,12 +53,17 @@ CHECKPOINT_EVERY_S = 10.0
 def load_prefill(path: str | None) -> list[dict]:
     if not path:
         return []
+    if Path(path).is_dir():
+        raise ConfigError(f"prefill_messages_file is a directory, not a JSON file: {path}")
     try:
-        data = json.loads(Path(path).read_text())
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"prefill_messages_file not found: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"prefill_messages_file {path} is not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"prefill_messages_file {path} cannot be read: {exc.strerror or exc}") from None
+    data, reason = parse_json(raw)
+    if reason:
+        raise ConfigError(f"prefill_messages_file {path} is unusable: {reason}")
     if not isinstance(data, list) or not all(
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in data
     ):
@@ -129,6 +133,7 @@ class Run:
         self.started = time.time()
         self.interrupted = False
         self.budget_stop: str | None = None
+        self.endpoint_down: str | None = None  # the endpoint refused connections or credentials: the run stopped
         self.limiter: EndpointLimiter | None = None
         self.executor: Executor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -141,25 +146,21 @@ class Run:
     # -- setup -----------------------------------------------------------------------
 
     def prepare(self) -> Plan:
-        cfg = self.cfg
-        if cfg.batch_size < 1:
-            raise ConfigError(f"batch_size must be >= 1, not {cfg.batch_size}")
-        if cfg.num_workers < 1:
-            raise ConfigError(f"num_workers must be >= 1, not {cfg.num_workers}")
-        if cfg.max_turns < 1:
-            raise ConfigError(f"max_turns must be >= 1, not {cfg.max_turns}")
-        if not 0 <= cfg.shard.index < cfg.shard.count:
-            raise ConfigError(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
+        cfg = self.cfg  # its values passed config.check before this Run was made
         distributions.validate(cfg.distribution, toolset_names())
         self.toolsets_dropped = tool_services.check_toolsets(cfg)
+        self.fill = stats_names(set(cfg.distribution.toolsets) - set(self.toolsets_dropped))  # tool_stats keys
         self.prefill = load_prefill(cfg.prefill_messages_file)
         try:
             self.store.lock()
         except RunDirBusy as exc:
             raise ConfigError(f"{exc}: one run directory takes one runner at a time") from None
         remove_stale_temps(self.dir)
+        adopted = hermes_import.adopt(cfg, self.dir, write=not cfg.dry_run)  # a run dir of the original Hermes runner
         self.invocation = open_run(cfg, self.dir, self.toolsets_dropped, self.redact)
         self.state = self.store.load(on_record=self.stats.add)
+        if cfg.dry_run:
+            hermes_import.preview(self.state, adopted, self.stats.add)
         plan = make_plan(cfg, self.state, self.dir)
         self.plan_index = idx = plan.current_index
         self.calls = self.store.load_calls(self.state.attempts)
@@ -264,6 +265,7 @@ class Run:
                 max_invalid_tool_turns=cfg.max_invalid_tool_turns,
                 max_tokens=cfg.limits.prompt_max_tokens,
                 max_cost_usd=cfg.limits.prompt_max_cost_usd,
+                final_summary=cfg.output.final_summary,
                 verbose=cfg.verbose,
                 log_prefix_chars=cfg.log_prefix_chars,
             )
@@ -327,7 +329,10 @@ class Run:
         rec["batch"] = batch
         if isinstance(outcome, Failure):
             error = self.redact.text(outcome.error)
-            log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, error)
+            if outcome.error_type in ENDPOINT_DOWN_ERRORS:
+                self._endpoint_down(error)
+            else:
+                log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, error)
             rec.update(error_type=outcome.error_type, error=error)
             detail = {"traceback": self.redact.text(outcome.traceback), "prompt": p.prompt[:2000]}
             self.store.write_failure(rec, detail)
@@ -341,10 +346,14 @@ class Run:
             if reason:
                 rec["reason"] = reason
             entry = sharegpt.entry(
-                outcome, batch_num=batch, model=cfg.model.name, tool_names=self.names, system_prompt=cfg.system_prompt
+                outcome,
+                batch_num=batch,
+                model=cfg.model.name,
+                tool_names=self.fill,
+                system_prompt=cfg.system_prompt,
+                layout=cfg.output.layout,
+                discard_reason=reason or "",
             )
-            if reason:
-                entry["discard_reason"] = reason
             self.store.write_trajectory(status, batch, dumps_line(entry), rec)
             self.state.terminal[p.key] = Ref(status, rec["file"], rec["offset"], rec["length"], p.index, batch)
             self.state.failed.pop(p.key, None)
@@ -360,6 +369,14 @@ class Run:
             self.store.close_batch(batch)
         if self.progress:
             self.progress.advance(status, outcome.usage, self.executor.in_flight if self.executor else 0)
+
+    def _endpoint_down(self, error: str) -> None:
+        """Fail fast: no new prompt starts (those not started stay pending); said once."""
+        if not self.endpoint_down:
+            self.endpoint_down = error
+            log.error("no new prompt starts, the model endpoint can serve none: %s", error)
+        if self.executor:
+            self.executor.stop()
 
     def _budget_exhausted(self, reason: str) -> None:
         """No new prompt starts; in-flight prompts finish."""
@@ -511,11 +528,17 @@ class Run:
         atomic_write_json(self.dir / "statistics.json", stats)
         return stats
 
+    def write_features(self) -> None:
+        """The HF `datasets` features of this run's JSONL files (docs/training.md: loading with them)."""
+        spec = sharegpt.features(self.fill, self.cfg.output.layout)
+        atomic_write_json(self.dir / sharegpt.FEATURES_FILE, spec)
+
     def finalize(self, plan: Plan) -> dict:
         """Write the derived files; on a full disk, the ones not written are rebuilt by the next run."""
         try:
             self.store.close()
             self.write_checkpoint()
+            self.write_features()
             kept = self.write_trajectories()
             stats = self.write_statistics(plan)
         except OSError as exc:

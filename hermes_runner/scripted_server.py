@@ -11,6 +11,8 @@ The reply to each chat-completions request depends on the conversation so far:
   for the first attempts of that step; with ``"midstream": true`` (streaming requests) the
   reply starts as 200 and breaks off after a few chunks, with an error event or, with
   ``"cut": true``, by closing the connection.
+* A request without ``tools`` never gets tool calls: a step that would make some answers with its
+  ``content`` (or a fixed line) instead, as a real model offered no tools does.
 * Without a script: call ``terminal`` once (when offered) with ``echo``, then answer. A last
   user message with images (``image_url`` data URLs) is answered with what they are: type,
   size in pixels, bytes and sha256 prefix, so vision tools can be checked end to end.
@@ -274,6 +276,9 @@ class ScriptedServer(LoopbackApp):
             )
         if step.get("sleep"):
             await asyncio.sleep(step["sleep"])
+        if step.get("tool_calls") and not body.get("tools"):  # like a real model: no tools offered, no calls
+            step = {k: v for k, v in step.items() if k not in ("tool_calls", "finish_reason")}
+            step["content"] = step.get("content") or "Out of turns: here is what I found so far."
         return await self._reply(request, body, self.completion(body, step))
 
     async def _broken_stream(self, request: web.Request, body: dict, step: dict, fail: dict) -> web.StreamResponse:

@@ -1,12 +1,29 @@
-"""Trajectory entries: the ShareGPT conversion (Hermes function-calling style) and entry schema."""
+"""Trajectory entries: the ShareGPT conversion (Hermes function-calling style) and entry schema.
+
+Every entry has the same keys with one JSON type each (no value that is null in one row and a string
+in another, the same keys on every turn), so that any number of files of a run load with
+`datasets.load_dataset("json", ...)` as one schema; `features()` is that schema (docs/training.md).
+Tool calls live in exactly one place, chosen by `output.layout`:
+
+* `hermes` (default): turns are `{from, value}`; a gpt turn's value holds its `<tool_call>` blocks and
+  a tool turn's value its `<tool_response>` blocks, as the original Hermes runner writes them. No turn
+  has a key a trainer would hand to the chat template as structured tool calls.
+* `structured`: turns are `{from, value, tool_calls}`; a gpt turn's value holds only its reasoning and
+  text, `tool_calls` its calls (`arguments` as JSON objects), `[]` on every other turn.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from datetime import UTC, datetime
 
 from hermes_runner.agent import SessionResult
+from hermes_runner.config import OutputLayout
 from hermes_runner.tools.registry import Tool
+from hermes_runner.usage import Usage
+
+FEATURES_FILE = "dataset_features.json"
 
 FUNCTION_CALL_SCHEMA = {
     "title": "FunctionCall",
@@ -52,16 +69,31 @@ def _parsed_args(raw: str) -> object:
     return value if isinstance(value, dict) else {}
 
 
-def _gpt_value(msg: dict) -> str:
+def _gpt_value(msg: dict, with_calls: bool = True) -> str:
     reasoning = msg.get("reasoning")
     parts = [f"<think>\n{reasoning}\n</think>" if reasoning else "<think>\n</think>"]
     content = (msg.get("content") or "").strip()
     if content:
         parts.append(content)
-    for call in msg.get("tool_calls") or []:
+    for call in (msg.get("tool_calls") or []) if with_calls else []:
         body = {"name": call["function"]["name"], "arguments": _parsed_args(call["function"]["arguments"])}
         parts.append(f"<tool_call>\n{json.dumps(body, ensure_ascii=False)}\n</tool_call>")
     return "\n".join(parts).rstrip()
+
+
+def structured_calls(msg: dict) -> list[dict]:
+    """An assistant message's calls as the structured layout keeps them: arguments as JSON objects."""
+    return [
+        {
+            "id": str(call.get("id") or ""),
+            "type": "function",
+            "function": {
+                "name": str(call["function"]["name"]),
+                "arguments": _parsed_args(call["function"]["arguments"]),
+            },
+        }
+        for call in msg.get("tool_calls") or []
+    ]
 
 
 def _tool_block(msg: dict) -> str:
@@ -75,8 +107,16 @@ def _tool_block(msg: dict) -> str:
     return f"<tool_response>\n{json.dumps(body, ensure_ascii=False)}\n</tool_response>"
 
 
-def conversations(result: SessionResult, system_prompt: str = "") -> list[dict]:
-    turns: list[dict] = [{"from": "system", "value": system_turn(result.tools, system_prompt)}]
+def conversations(
+    result: SessionResult, system_prompt: str = "", layout: OutputLayout = OutputLayout.hermes
+) -> list[dict]:
+    """The ShareGPT turns of a session in the given layout (module docstring)."""
+    structured = layout == OutputLayout.structured
+
+    def turn(who: str, value: str, calls: list[dict] | None = None) -> dict:
+        return {"from": who, "value": value, "tool_calls": calls or []} if structured else {"from": who, "value": value}
+
+    turns: list[dict] = [turn("system", system_turn(result.tools, system_prompt))]
     pending_tools: list[str] = []
     for msg in result.history:
         role = msg["role"]
@@ -84,14 +124,15 @@ def conversations(result: SessionResult, system_prompt: str = "") -> list[dict]:
             pending_tools.append(_tool_block(msg))
             continue
         if pending_tools:
-            turns.append({"from": "tool", "value": "\n".join(pending_tools)})
+            turns.append(turn("tool", "\n".join(pending_tools)))
             pending_tools = []
         if role == "user":
-            turns.append({"from": "human", "value": msg["content"]})
+            turns.append(turn("human", str(msg["content"])))
         elif role == "assistant":
-            turns.append({"from": "gpt", "value": _gpt_value(msg), "tool_calls": msg.get("tool_calls") or []})
+            calls = structured_calls(msg) if structured else None
+            turns.append(turn("gpt", _gpt_value(msg, with_calls=not structured), calls))
     if pending_tools:
-        turns.append({"from": "tool", "value": "\n".join(pending_tools)})
+        turns.append(turn("tool", "\n".join(pending_tools)))
     return turns
 
 
@@ -117,29 +158,90 @@ def unknown_tools(result: SessionResult, tool_names: list[str]) -> list[str]:
     return sorted({name for name, _ in result.tool_calls if name not in valid})
 
 
-def entry(result: SessionResult, *, batch_num: int, model: str, tool_names: list[str], system_prompt: str) -> dict:
-    """One line of batch_N.jsonl; every row has the same keys and types."""
+def entry(
+    result: SessionResult,
+    *,
+    batch_num: int,
+    model: str,
+    tool_names: list[str],
+    system_prompt: str,
+    layout: OutputLayout = OutputLayout.hermes,
+    discard_reason: str = "",
+) -> dict:
+    """One line of batch_N.jsonl (or discarded.jsonl): every row has the same keys, each with one type.
+
+    Unset values are empty strings, never null (`image`, `cwd`, `discard_reason`); the dataset row's own
+    fields, of any types, are kept as one JSON text (`metadata.row_fields`: `json.loads` gives them back)."""
     p = result.prompt
     stats, errors = tool_stats(result, tool_names)
-    usage = result.usage.as_dict()
-    usage["cost_usd"] = float(usage["cost_usd"])
+    usage = {k: (float(v) if k == "cost_usd" else int(v)) for k, v in result.usage.as_dict().items()}
     return {
-        "prompt_index": p.index,
-        "conversations": conversations(result, system_prompt),
+        "prompt_index": int(p.index),
+        "conversations": conversations(result, system_prompt, layout),
         "metadata": {
-            "batch_num": batch_num,
+            "batch_num": int(batch_num),
             "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
-            "model": model,
-            "prompt_key": p.key,
-            "image": p.image,
-            "cwd": p.cwd,
+            "model": str(model),
+            "prompt_key": str(p.key),
+            "image": str(p.image or ""),
+            "cwd": str(p.cwd or ""),
             "row_fields": json.dumps(p.fields, ensure_ascii=False, sort_keys=True),
         },
-        "completed": result.completed,
-        "partial": result.partial,
-        "api_calls": result.api_calls,
-        "toolsets_used": list(result.toolsets),
+        "completed": bool(result.completed),
+        "partial": bool(result.partial),
+        "stop_reason": str(result.stop_reason),
+        "discard_reason": str(discard_reason),
+        "api_calls": int(result.api_calls),
+        "toolsets_used": [str(t) for t in result.toolsets],
         "tool_stats": stats,
         "tool_error_counts": errors,
         "usage": usage,
+    }
+
+
+# -- the HF `datasets` features of these rows (written beside them as dataset_features.json) --------
+
+
+def _value(dtype: str) -> dict:
+    return {"dtype": dtype, "_type": "Value"}
+
+
+def _list(feature: object) -> dict:
+    return {"feature": feature, "_type": "List"}
+
+
+def features(tool_names: list[str], layout: OutputLayout = OutputLayout.hermes) -> dict:
+    """`datasets.Features.to_dict()` of the entries above (datasets >= 4): `Features.from_dict(...)`.
+
+    The structured layout's `arguments` are JSON objects of any shape: `Json` (datasets >= 5) keeps them."""
+    turn: dict = {"from": _value("string"), "value": _value("string")}
+    if layout == OutputLayout.structured:
+        call = {
+            "id": _value("string"),
+            "type": _value("string"),
+            "function": {"name": _value("string"), "arguments": {"_type": "Json"}},
+        }
+        turn["tool_calls"] = _list(call)
+    counts = {k: _value("int64") for k in ("count", "success", "failure")}
+    return {
+        "prompt_index": _value("int64"),
+        "conversations": _list(turn),
+        "metadata": {
+            "batch_num": _value("int64"),
+            "timestamp": _value("timestamp[s]"),  # what datasets (pyarrow) infers from the ISO 8601 text
+            "model": _value("string"),
+            "prompt_key": _value("string"),
+            "image": _value("string"),
+            "cwd": _value("string"),
+            "row_fields": _value("string"),
+        },
+        "completed": _value("bool"),
+        "partial": _value("bool"),
+        "stop_reason": _value("string"),
+        "discard_reason": _value("string"),
+        "api_calls": _value("int64"),
+        "toolsets_used": _list(_value("string")),
+        "tool_stats": {n: dict(counts) for n in tool_names},
+        "tool_error_counts": {n: _value("int64") for n in tool_names},
+        "usage": {f.name: _value("float64" if f.name == "cost_usd" else "int64") for f in fields(Usage)},
     }

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 
 import pytest
+from aiohttp import web
 
 from conftest import read_jsonl, run_inprocess, script, write_jsonl
 
@@ -42,7 +45,7 @@ def test_tool_calls_and_responses_are_matched_by_id(make_cfg, tmp_path, run_dir,
     turns = entry["conversations"]
     assert [t["from"] for t in turns] == ["system", "human", "gpt", "tool", "gpt"]
     assert "<tools>" in turns[0]["value"] and '"name": "write_file"' in turns[0]["value"]
-    assert [c["id"] for c in turns[2]["tool_calls"]] == ["A", "B"]
+    assert set(turns[2]) == {"from", "value"} and turns[2]["value"].count("<tool_call>") == 2  # calls once, in value
     blocks = [json.loads(b.split("</tool_response>")[0]) for b in turns[3]["value"].split("<tool_response>\n")[1:]]
     assert [(b["tool_call_id"], b["name"]) for b in blocks] == [("A", "write_file"), ("B", "terminal")]
     assert blocks[1]["content"]["output"] == "data"  # the file really was written in the sandbox
@@ -81,7 +84,18 @@ def test_max_turns_bounds_the_loop(make_cfg, tmp_path, run_dir, server):
     entry, _ = run_one(
         make_cfg, tmp_path, run_dir, script(*[{"tool_calls": [TERM], "reasoning": "r"}] * 9), "max_turns=4"
     )
-    assert entry["api_calls"] == 4 and not entry["completed"] and not entry["partial"]
+    # 4 turns, then one call without tools for a last answer: the row ends on an assistant turn
+    assert entry["api_calls"] == 5 and not entry["completed"] and not entry["partial"]
+    assert entry["stop_reason"] == "max_turns" and entry["conversations"][-1]["from"] == "gpt"
+    assert "tools" not in server.requests[-1].body
+
+
+def test_a_failed_final_summary_call_trims_instead_of_losing_the_row(make_cfg, tmp_path, run_dir, server):
+    steps = [{"tool_calls": [TERM], "reasoning": "r"}] * 2 + [{"fail": [{"status": 400, "message": "too long"}]}]
+    entry, stats = run_one(make_cfg, tmp_path, run_dir, script(*steps), "max_turns=2")
+    assert stats["prompts"]["ok"] == 1 and entry["stop_reason"] == "max_turns" and entry["api_calls"] == 2
+    assert [t["from"] for t in entry["conversations"]] == ["system", "human", "gpt", "tool", "gpt"]
+    assert entry["conversations"][-1]["value"].count("<tool_call>") == 1  # its results trimmed, the call kept
 
 
 def test_output_cut_by_length_is_partial(make_cfg, tmp_path, run_dir, server):
@@ -93,7 +107,7 @@ def test_output_cut_by_length_is_partial(make_cfg, tmp_path, run_dir, server):
 
 def test_retries_honour_retry_after_and_other_4xx_fail_at_once(make_cfg, tmp_path, run_dir, server):
     flaky = script({"fail": [{"status": 429, "retry_after": 0.4}, {"status": 503}], **FINAL}, text="flaky")
-    fatal = script({"fail": [{"status": 401}], **FINAL}, text="fatal")
+    fatal = script({"fail": [{"status": 400, "message": "context length exceeded"}], **FINAL}, text="fatal")
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": flaky}, {"prompt": fatal}])
     code, stats = run_inprocess(make_cfg(dataset=ds), run_dir)
     seen = server.calls_for("flaky")
@@ -101,7 +115,7 @@ def test_retries_honour_retry_after_and_other_4xx_fail_at_once(make_cfg, tmp_pat
     assert len(server.calls_for("fatal")) == 1
     assert code == 1 and stats["failed_by_error"] == {"ModelCallError": 1} and stats["retries"] == 2
     fail = read_jsonl(run_dir / "failures.jsonl")[0]
-    assert "401" in fail["error"] and "fatal" in fail["prompt"]
+    assert "400" in fail["error"] and "fatal" in fail["prompt"]
 
 
 def test_retries_are_bounded(make_cfg, tmp_path, run_dir, server):
@@ -184,3 +198,89 @@ def test_api_key_is_sent_but_never_stored_or_shown_to_the_sandbox(make_cfg, tmp_
     for path in run_dir.rglob("*"):
         if path.is_file():
             assert secret not in path.read_text(errors="replace"), path
+
+
+@pytest.mark.parametrize("reply", [{"message": None}, {"message": "text"}, None])
+def test_a_reply_without_a_message_is_retried_then_fails_never_kept(make_cfg, tmp_path, run_dir, server, reply):
+    def null_message(body, srv):
+        if reply is None:
+            return web.Response(text="[1, 2]", content_type="application/json")  # JSON, but not an object
+        return {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop", **reply}]}
+
+    server.handler = null_message
+    entry, stats = run_one(make_cfg, tmp_path, run_dir, "p", "model.max_retries=2", "filters.require_reasoning=false")
+    assert entry is None and stats["prompts"]["failed"] == 1 and stats["prompts"]["ok"] == 0
+    assert list(stats["failed_by_error"]) == ["ModelCallError"] and len(server.requests) == 3  # retried twice
+    (failure,) = read_jsonl(run_dir / "failures.jsonl")
+    assert failure["error"].startswith("MalformedReply after 2 retries: reply ")
+
+
+def test_a_malformed_reply_then_a_good_one_completes(make_cfg, tmp_path, run_dir, server):
+    calls = []
+
+    def flaky(body, srv):
+        calls.append(1)
+        if len(calls) == 1:
+            return {"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}
+        return None  # the script's reply
+
+    server.handler = flaky
+    entry, stats = run_one(make_cfg, tmp_path, run_dir, script({"content": "fine", "reasoning": "r"}))
+    assert entry is not None and entry["completed"] and stats["retries"] == 1
+    assert entry["conversations"][-1]["value"].endswith("fine")
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: connecting to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_refused_connection_stops_the_run_fast_and_leaves_the_rest_pending(
+    make_cfg, tmp_path, run_dir, server, caplog, capsys
+):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}"} for i in range(40)])
+    down = f"model.base_url=http://127.0.0.1:{closed_port()}/v1"
+    started = time.monotonic()
+    code, stats = run_inprocess(make_cfg(down, "num_workers=2", "retry_failed=false", dataset=ds), run_dir)
+    took = time.monotonic() - started
+    assert code == 4 and took < 15, took  # two short retries, not max_retries=6 of long backoff per prompt
+    p = stats["prompts"]
+    assert 1 <= p["failed"] <= 2 and p["pending"] == 40 - p["failed"] and p["ok"] == 0
+    assert set(stats["failed_by_error"]) == {"EndpointRefused"}
+    (error,) = {f["error"] for f in read_jsonl(run_dir / "failures.jsonl")}
+    assert error.startswith("connection refused by http://127.0.0.1:") and "(2 retries)" in error
+    assert "timed out" not in caplog.text.lower()
+    assert caplog.text.count("no new prompt starts, the model endpoint can serve none") == 1
+    out = capsys.readouterr().out
+    assert "Stopped: connection refused by" in out and "40 prompts left to run" in out
+
+    # Once the server is up, the same command runs everything, the refused prompts too (retry_failed=false).
+    code, stats = run_inprocess(make_cfg("num_workers=2", "retry_failed=false", dataset=ds), run_dir)
+    assert code == 0 and stats["prompts"]["ok"] == 40 and stats["prompts"]["failed"] == 0
+
+
+def test_refused_credentials_stop_the_run_after_one_call(make_cfg, tmp_path, run_dir, server, capsys):
+    server.handler = lambda body, srv: web.json_response(
+        {"error": {"message": "Incorrect API key provided", "code": 401}}, status=401
+    )
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}"} for i in range(30)])
+    code, stats = run_inprocess(make_cfg("num_workers=1", dataset=ds), run_dir)
+    assert code == 4 and len(server.requests) == 1  # not one 401 per prompt
+    assert stats["failed_by_error"] == {"EndpointAuthError": 1} and stats["prompts"]["pending"] == 29
+    out = capsys.readouterr().out
+    assert "refused the credentials" in out and "HTTP 401" in out and "Incorrect API key" in out
+
+    server.handler = None
+    code, stats = run_inprocess(make_cfg("num_workers=1", dataset=ds), run_dir)
+    assert code == 0 and stats["prompts"]["ok"] == 30
+
+
+def test_a_403_for_flagged_input_fails_only_that_prompt(make_cfg, tmp_path, run_dir, server):
+    flagged = {"status": 403, "message": "Your chosen model requires moderation and your input was flagged"}
+    ds = write_jsonl(
+        tmp_path / "d.jsonl", [{"prompt": script({"fail": [flagged], **FINAL}, text="bad")}, {"prompt": "good"}]
+    )
+    code, stats = run_inprocess(make_cfg("num_workers=1", dataset=ds), run_dir)
+    assert code == 1 and stats["failed_by_error"] == {"ModelCallError": 1} and stats["prompts"]["ok"] == 1

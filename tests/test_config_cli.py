@@ -8,9 +8,9 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
-from hermes_runner.config import Effort, ProviderSort
+from hermes_runner.config import DistributionConfig, Effort, EndpointConfig, ModelConfig, ProviderSort
 
-from conftest import base_overrides, compose_cfg, read_jsonl, run_cli, write_jsonl
+from conftest import base_overrides, compose_cfg, read_jsonl, run_cli, run_inprocess, write_jsonl
 
 
 def test_cli_end_to_end_writes_every_output(server, tmp_path):
@@ -37,14 +37,49 @@ def test_typo_and_wrong_type_fail_before_any_model_call(server, tmp_path):
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
     common = [*base_overrides(server, tmp_path), f"dataset_file={ds}", f"hydra.run.dir={tmp_path / 'r'}"]
     res = run_cli(*common, "num_wrokers=3")
-    assert res.returncode != 0 and "num_wrokers" in res.stderr
+    assert res.returncode == 2 and "num_wrokers" in res.stderr
     res = run_cli(*common, "num_workers=many")
-    assert res.returncode != 0 and "num_workers" in res.stderr
+    assert res.returncode == 2 and "num_workers" in res.stderr
     res = run_cli(*common, "reasoning.effort=extreme")
-    assert res.returncode != 0 and "effort" in res.stderr
+    assert res.returncode == 2 and "effort" in res.stderr
     res = run_cli(*common, "model=no_such_model")
-    assert res.returncode != 0 and "no_such_model" in res.stderr
+    assert res.returncode == 2 and "no_such_model" in res.stderr
+    res = run_cli(*common, "+num_worker=8")  # `+` adds any key to the config: the schema must refuse it
+    assert res.returncode == 2 and "num_worker (no such option at the top level; did you mean num_workers?)" in (
+        res.stderr
+    )
+    res = run_cli(*common, "+sandbox.docker.pid_limit=3")
+    assert res.returncode == 2 and "sandbox.docker.pid_limit" in res.stderr and "pids_limit" in res.stderr
     assert server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("fsync_interval_s=0", "fsync_interval_s must be > 0, not 0"),
+        ("limits.timeout_s=-1", "limits.timeout_s must be > 0 (or null), not -1"),
+        ("sandbox.command_timeout_s=-1", "sandbox.command_timeout_s must be > 0, not -1"),
+        ("sandbox.max_output_chars=-5", "sandbox.max_output_chars must be >= 1, not -5"),
+        ("sandbox.docker.pids_limit=0", "sandbox.docker.pids_limit must be >= 1, not 0"),
+        ("model.max_retries=-1", "model.max_retries must be >= 0, not -1"),
+        ("shard.index=3", "shard.index must be in [0, shard.count)"),
+    ],
+)
+def test_bad_values_are_refused_before_any_side_effect(make_cfg, tmp_path, run_dir, server, caplog, override, message):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
+    code, _ = run_inprocess(make_cfg(override, dataset=ds), run_dir)
+    assert code == 2 and message in caplog.text
+    assert not run_dir.exists() and server.requests == []
+
+
+def test_every_value_rule_names_an_existing_option():
+    from hermes_runner.config import VALUE_RULES, RunConfig, _values, check
+
+    cfg = RunConfig(model=ModelConfig(name="m", base_url="u"), distribution=DistributionConfig(name="d"))
+    cfg.tools.moa.reference_models = [EndpointConfig(model="a")]
+    for key, _ in VALUE_RULES:
+        assert _values(cfg, key.split(".")), key  # no rule is silently skipped by a typo in its key
+    check(cfg)  # the defaults pass
 
 
 def test_structured_configs_validate_types_at_compose_time():

@@ -79,3 +79,71 @@ def test_max_samples_and_shards_slice_deterministically(tmp_path):
     assert [p.index for p in read_prompts(ds, max_samples=4)] == [0, 1, 2, 3]
     shards = [[p.index for p in read_prompts(ds, shard_index=i, shard_count=3)] for i in range(3)]
     assert shards == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
+
+
+HOSTILE = [
+    b'{"prompt": "good one"}',
+    b"[" * 100_000 + b"]" * 100_000,  # beyond the parser's recursion limit
+    b'{"prompt": "deep", "x": ' + b"[" * 150 + b"]" * 150 + b"}",  # parses, but deeper than MAX_DEPTH
+    b'{"prompt": "\\ud800 lone surrogate"}',
+    b'{"prompt": "ok", "\\udfff": 1}',
+    b'{"prompt": "caf\xe9 in latin-1"}',
+    b"\xff\xfe{}",
+    b'{"prompt": "good two"}',
+]
+
+
+def test_hostile_lines_are_rejected_never_crash(tmp_path):
+    ds = tmp_path / "d.jsonl"
+    ds.write_bytes(b"\n".join(HOSTILE) + b"\n")
+    rejected = []
+    prompts = list(read_prompts(ds, on_reject=rejected.append))
+    assert [p.prompt for p in prompts] == ["good one", "good two"]
+    got = {r.line: r.reason for r in rejected}
+    assert set(got) == {2, 3, 4, 5, 6, 7}
+    assert "nested deeper than 100" in got[2] and "nested deeper than 100" in got[3]
+    assert "lone surrogate" in got[4] and "\\ud800" in got[4] and "lone surrogate" in got[5]
+    assert got[6] == "not UTF-8: byte 0xe9 at offset 15" and got[7].startswith("not UTF-8: byte 0xff")
+    assert "\\xe9" in rejected[4].text and len(rejected[0].text) <= 500
+
+
+def test_hostile_lines_go_to_rejected_jsonl_and_the_run_goes_on(make_cfg, tmp_path, run_dir, server):
+    ds = tmp_path / "d.jsonl"
+    ds.write_bytes(b"\n".join(HOSTILE) + b"\n")
+    code, stats = run_inprocess(make_cfg(dataset=ds), run_dir)
+    assert code == 0 and stats["prompts"]["ok"] == 2 and stats["prompts"]["rejected_lines"] == 6
+    rejected = read_jsonl(run_dir / "rejected.jsonl")
+    assert [r["line"] for r in rejected] == [2, 3, 4, 5, 6, 7]
+    assert len(read_jsonl(run_dir / "trajectories.jsonl")) == 2
+
+
+def test_a_byte_order_mark_on_the_first_line_is_skipped(tmp_path):
+    ds = tmp_path / "d.jsonl"
+    ds.write_bytes(b'\xef\xbb\xbf{"prompt": "one"}\r\n{"prompt": "two"}\r\n')
+    assert [p.prompt for p in read_prompts(ds)] == ["one", "two"]
+
+
+def test_a_directory_as_dataset_file_says_so(tmp_path):
+    with pytest.raises(ConfigError, match="is a directory"):
+        list(read_prompts(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 100"),
+        (b'[{"role": "user", "content": "caf\xe9"}]', "not UTF-8"),
+        (b'[{"role": "user", "content": "\\ud800"}]', "lone surrogate"),
+        (None, "is a directory"),
+    ],
+)
+def test_a_bad_prefill_file_is_a_clear_error(make_cfg, tmp_path, run_dir, server, caplog, content, message):
+    prefill = tmp_path / "prefill.json"
+    if content is None:
+        prefill.mkdir()
+    else:
+        prefill.write_bytes(content)
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
+    code, _ = run_inprocess(make_cfg(f"prefill_messages_file={prefill}", dataset=ds), run_dir)
+    assert code == 2 and message in caplog.text and "prefill_messages_file" in caplog.text
+    assert server.requests == []

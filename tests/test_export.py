@@ -19,9 +19,9 @@ from openai.types.chat import (
 from pydantic import TypeAdapter
 from sample_run import make_run
 
-from hermes_runner.export import export, main
+from hermes_runner.export import OPENAI_MESSAGE_KEYS, export, main
 from hermes_runner.scripted_server import ScriptedServer
-from hermes_runner.tools.registry import tool_names
+from hermes_runner.tools.registry import NOT_IN_HERMES, tool_names
 
 from conftest import ROOT, read_jsonl
 
@@ -74,6 +74,18 @@ def assert_one_schema(rows: list[dict]) -> None:
         common = merge_shapes(common, shape(row))
 
 
+def as_openai_api(m: dict) -> dict:
+    """A message of the openai export as the OpenAI API takes it: only its set keys, arguments as JSON text."""
+    out = {k: v for k, v in m.items() if v not in ("", [])}
+    out["content"] = m["content"]
+    if m["tool_calls"]:
+        out["tool_calls"] = [
+            {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
+            for c in m["tool_calls"]
+        ]
+    return out
+
+
 def test_parquet_loads_with_one_schema(sample: Path, stats: dict, tmp_path: Path) -> None:
     path, counts = export(sample, "parquet", tmp_path / "pq")
     assert counts == {"kept": stats["prompts"]["ok"]}
@@ -83,7 +95,7 @@ def test_parquet_loads_with_one_schema(sample: Path, stats: dict, tmp_path: Path
     assert_one_schema(rows)
     schema = pq.read_schema(path)
     assert "null" not in str(schema)  # every column has a real type, even when all its values are empty
-    assert set(rows[0]["tool_stats"]) == set(tool_names())
+    assert set(rows[0]["tool_stats"]) == set(tool_names()) - NOT_IN_HERMES  # moa is not configured
     # Same trajectories as trajectories.jsonl, conversations intact.
     originals = {r["metadata"]["prompt_key"]: r for r in read_jsonl(sample / "trajectories.jsonl")}
     for row in rows:
@@ -92,7 +104,8 @@ def test_parquet_loads_with_one_schema(sample: Path, stats: dict, tmp_path: Path
             (t["from"], t["value"]) for t in orig["conversations"]
         ]
         assert row["tool_stats"] == orig["tool_stats"] and row["usage"] == orig["usage"]
-        assert row["discard_reason"] is None
+        assert row["discard_reason"] == "" and row["stop_reason"] == orig["stop_reason"]
+        assert all(set(t) == {"from", "value"} for t in row["conversations"])  # hermes layout: calls in value
 
 
 def test_hf_dataset_and_splits(sample: Path, stats: dict, tmp_path: Path) -> None:
@@ -111,7 +124,7 @@ def test_hf_dataset_and_splits(sample: Path, stats: dict, tmp_path: Path) -> Non
     assert_one_schema(dd["kept"].to_list() + dd["discarded"].to_list())
     reasons = {r["discard_reason"] for r in dd["discarded"]}
     assert reasons == set(stats["discarded_by_reason"])
-    assert {r["discard_reason"] for r in dd["kept"]} == {None}
+    assert {r["discard_reason"] for r in dd["kept"]} == {""}
 
 
 def test_openai_messages_are_valid(sample: Path, stats: dict, tmp_path: Path) -> None:
@@ -121,8 +134,10 @@ def test_openai_messages_are_valid(sample: Path, stats: dict, tmp_path: Path) ->
     originals = {r["metadata"]["prompt_key"]: r for r in read_jsonl(sample / "trajectories.jsonl")}
     seen_calls = seen_reasoning = 0
     for row in rows:
-        msgs, tools = row["messages"], row["tools"]
-        MESSAGES.validate_python(msgs)
+        msgs, tools = row["messages"], json.loads(row["tools"])  # tools as JSON text: one type in every row
+        assert all(tuple(m) == OPENAI_MESSAGE_KEYS for m in msgs)  # the same keys on every message
+        # arguments are JSON objects (what chat templates render); as OpenAI's strings they are valid messages
+        MESSAGES.validate_python([as_openai_api(m) for m in msgs])
         TOOLS.validate_python(tools)
         assert {t["function"]["name"] for t in tools} <= set(tool_names())
         assert msgs[0]["role"] == "system" and "function-calling AI model" not in msgs[0]["content"]
@@ -139,19 +154,20 @@ def test_openai_messages_are_valid(sample: Path, stats: dict, tmp_path: Path) ->
                 seen_reasoning += bool(m.get("reasoning_content"))
                 assert "<think>" not in (m["content"] or "") and "<tool_call>" not in (m["content"] or "")
                 if m.get("tool_calls"):
-                    CALLS.validate_python(m["tool_calls"])
+                    assert all(isinstance(c["function"]["arguments"], dict) for c in m["tool_calls"])
+                    CALLS.validate_python(as_openai_api(m)["tool_calls"])
                     pending |= {c["id"] for c in m["tool_calls"]}
                     seen_calls += len(m["tool_calls"])
         orig = originals[row["id"]]
         gpt = [t for t in orig["conversations"] if t["from"] == "gpt"]
         assert sum(m["role"] == "assistant" for m in msgs) == len(gpt)
-        assert sum(len(m.get("tool_calls") or []) for m in msgs) == sum(len(t["tool_calls"]) for t in gpt)
+        assert sum(len(m["tool_calls"]) for m in msgs) == sum(t["value"].count("<tool_call>") for t in gpt)
     kept_calls = sum(t["count"] for t in stats["tool_statistics"].values())
     assert seen_calls == kept_calls and seen_reasoning > 0
 
     inline, _ = export(sample, "openai", tmp_path / "inline", reasoning="inline")
     think = [m for r in read_jsonl(inline) for m in r["messages"] if m["role"] == "assistant"]
-    assert all("reasoning_content" not in m for m in think)
+    assert all(m["reasoning_content"] == "" for m in think)
     assert any((m["content"] or "").startswith("<think>\n") for m in think)
 
 

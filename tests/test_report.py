@@ -358,3 +358,40 @@ def test_report_command_errors(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     assert report_main([str(tmp_path / "empty")]) == 2
     assert "holds no run" in capsys.readouterr().err
     assert not (tmp_path / "empty" / "report.html").exists()
+
+
+HOSTILE_TEXT = [
+    "an HTML comment opens here <!-- and never closes",
+    "a script ends early </script><script>window.__pwned = 2</script>",
+    "<script>window.__pwned = 3</script><!--<script>",
+]
+
+
+def test_comment_and_script_text_in_trajectories_is_shown_and_inert(
+    _server: ScriptedServer, tmp_path: Path, browser: webdriver.Chrome
+) -> None:
+    """`<!--`, `</script>` and `<script>` anywhere in a trajectory: the viewer still lists every entry."""
+    _server.reset()
+    rows_in = [
+        {"prompt": script({"reasoning": f"thinking {t}", "content": f"answer {t}"}, text=f"case{i}x {t}")}
+        for i, t in enumerate(HOSTILE_TEXT)
+    ]
+    ds = write_jsonl(tmp_path / "d.jsonl", [*rows_in, {"prompt": "a plain one"}])
+    run_dir = tmp_path / "run"
+    code, _ = run_inprocess(
+        compose_cfg([*base_overrides(_server, tmp_path), "run_name=h", f"dataset_file={ds}"]), run_dir
+    )
+    assert code == 0
+    html = (run_dir / "report.html").read_text()
+    data = embedded(html)  # valid JSON as embedded
+    assert html.count("</script>") == 2 and "<!--" not in html.split('id="report-data">', 1)[1]
+    open_page(browser, run_dir / "report.html")
+    assert len(rows(browser)) == 4
+    for i, text in enumerate(HOSTILE_TEXT):
+        search(browser, f"case{i}x")
+        (row,) = rows(browser)
+        row.click()
+        detail = browser.find_element(By.ID, "traj-detail").text
+        assert f"case{i}x {text}" in detail and f"answer {text}" in detail and f"thinking {text}" in detail
+    assert browser.execute_script("return window.__pwned") is None
+    assert data["total"] == 4

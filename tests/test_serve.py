@@ -224,7 +224,9 @@ def test_server_dying_mid_run_is_reported_and_its_prompts_fail(tmp_path):
         ),
     ]  # fmt: skip
     res = run_cli(*served_args(tmp_path, ds, dies))
-    assert res.returncode == 1, res.stdout + res.stderr  # prompts failed; a rerun retries them
+    # The endpoint now refuses connections: the run stops (exit 4), and a rerun retries the prompts.
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert "Stopped: connection refused by http://127.0.0.1:" in res.stdout
     assert "the model server exited with code 7 during the run" in run_log(tmp_path)
     stats = (tmp_path / "run" / "statistics.json").read_text()
     assert '"failed": 2' in stats

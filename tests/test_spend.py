@@ -118,7 +118,9 @@ def test_dry_run_validates_probes_once_and_estimates(make_cfg, tmp_path, run_dir
     code, _ = run_inprocess(make_cfg("dry_run=true", dataset=ds), run_dir)
     assert code == 2 and "does not list the model 'local-model'" in caplog.text
     code, _ = run_inprocess(make_cfg("dry_run=true", "model.base_url=http://127.0.0.1:9/v1", dataset=ds), run_dir)
-    assert code == 2 and "cannot reach the endpoint" in caplog.text
+    assert (
+        code == 2 and "cannot reach the endpoint" in caplog.text and "connection refused (is the server" in caplog.text
+    )
 
 
 MAIN_USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}

@@ -243,12 +243,3 @@ async def browser_get_images(ctx: ToolContext, args: dict) -> ToolResult:
         MAX_IMAGES,
     )
     return ToolResult.of({"success": True, "images": images, "count": len(images)})
-
-
-@tool("browser", "browser_close", "Close the browser session of this task and free its resources.", NO_ARGS)
-@_playwright_errors
-async def browser_close(ctx: ToolContext, args: dict) -> ToolResult:
-    s = _svc(ctx).current(ctx)
-    if s is not None:
-        await s.close()
-    return ToolResult.of({"success": True, "closed": s is not None})
