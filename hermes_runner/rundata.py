@@ -14,6 +14,7 @@ from hermes_runner.errors import RunnerError
 from hermes_runner.manifest import MANIFEST
 from hermes_runner.stats import RunStats
 from hermes_runner.store import FAILURES, LEDGER, TERMINAL, Ref, RunStore, iter_lines
+from hermes_runner.usage import Usage
 
 STATUSES = ("completed", "partial", "incomplete", "discarded", "failed")
 
@@ -81,7 +82,12 @@ class RunData:
             if rec["status"] in TERMINAL:
                 terminal[rec["key"]] = rec
 
-        state = RunStore(d).load(on_record, repair=False)
+        store = RunStore(d)
+        state = store.load(on_record, repair=False)
+        calls = store.load_calls(state.attempts)  # usage.jsonl: the calls of prompts cut off before their record
+        stats.usage.add(Usage.from_dict(calls.unrecorded_usage))
+        stats.api_calls += calls.unrecorded_api_calls
+        stats.retries += calls.unrecorded_errors
         stats.failed = Counter(r.get("error_type", "Error") for r in state.failed.values())
         final = {**state.failed, **terminal}
         order = sorted(final, key=lambda k: (final[k].get("index", 0), k))

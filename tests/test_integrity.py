@@ -211,6 +211,9 @@ def test_spend_of_prompts_cancelled_by_ctrl_c_counts_in_the_budget(server, tmp_p
     assert calls["answered"] == stats["api_calls"] <= sent <= calls["started"] <= calls["answered"] + 4
     assert stats["api_calls"] >= 6 and stats["usage"]["total_tokens"] > 0
     spent = stats["usage"]["total_tokens"]
+    from hermes_runner.rundata import RunData
+
+    assert RunData.load(run_dir).stats.usage.total_tokens == spent  # the report counts them too
     # A budget below what was spent: nothing starts.
     again = run_cli(*args[:-1], f"limits.max_tokens_total={spent}")
     assert again.returncode == 3, again.stderr[-3000:]
