@@ -74,10 +74,10 @@ def print_plan(console: Console, cfg: RunConfig, plan: Plan, run_dir: Path) -> N
 
 def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
     p = stats["prompts"]
-    stopped = {k: v for k, v in stats.get("stop_reasons", {}).items() if k == "max_turns"}
+    at_max_turns = p["stopped"] and stats.get("stop_reasons", {}).get("max_turns") == p["stopped"]
     console.print(
         f"\n[bold]Done[/]: {p['ok']} kept ({p['completed']} completed, {p['partial']} partial, "
-        f"{p['stopped']} stopped{' at max_turns' if stopped.get('max_turns') == p['stopped'] else ''}), "
+        f"{p['stopped']} stopped{' at max_turns' if at_max_turns else ''}), "
         f"{p['discarded']} discarded, {p['failed']} failed, {p['pending']} pending of {p['total']}"
     )
     if stats.get("stop_reasons"):
@@ -170,18 +170,18 @@ def execute_run(
 
     `redact`: the secrets to keep out of what is written (default: those the overrides and api_key_env name)."""
     console = console or Console(soft_wrap=True)
-    try:
-        check(cfg)  # before anything is created
-    except ConfigError as exc:
-        log.error("%s", exc)
-        return 2, None
     redact = redact or Redactor.from_sources(overrides or [], _container(cfg))
-    run = Run(cfg, run_dir, overrides, redact)
-    try:
-        with redacting_logs(redact):
+    with redacting_logs(redact):
+        try:
+            check(cfg)  # before anything is created
+        except ConfigError as exc:
+            log.error("%s", exc)
+            return 2, None
+        run = Run(cfg, run_dir, overrides, redact)
+        try:
             return _invocation(run, cfg, run_dir, overrides or [], console)
-    finally:
-        run.store.unlock()
+        finally:
+            run.store.unlock()
 
 
 def _invocation(

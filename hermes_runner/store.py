@@ -4,6 +4,8 @@ Every prompt that ends gets one terminal record in `ledger.jsonl` (ok / discarde
 `failed` record that a later attempt may supersede. Trajectories go to `batch_N.jsonl`
 (kept) or `discarded.jsonl`, and the ledger points at their bytes, so the derived files
 (`trajectories.jsonl`, `statistics.json`, `checkpoint.json`) are always rebuilt from it.
+Every model call is appended to `usage.jsonl` as it starts and ends, so the spend of prompts
+that never reach the ledger (cancelled, or the runner killed) is known too.
 """
 
 from __future__ import annotations
