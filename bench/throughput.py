@@ -132,7 +132,7 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     from hermes_runner import sharegpt
     from hermes_runner.agent import SessionResult
     from hermes_runner.dataset import Prompt, read_prompts
-    from hermes_runner.manifest import open_run
+    from hermes_runner.manifest import write_manifest
     from hermes_runner.model import Usage
     from hermes_runner.runner import _summary, classify
     from hermes_runner.services import unavailable
@@ -144,7 +144,7 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     overrides = base_overrides("http://127.0.0.1:9/v1", dataset, run_dir, "resume")
     cfg = compose(overrides)
     run_dir.mkdir(parents=True)
-    open_run(cfg, run_dir, unavailable(cfg))
+    write_manifest(cfg, run_dir, unavailable(cfg))
     names = tool_names()
     call = {
         "id": "call_0",

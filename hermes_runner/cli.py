@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import time
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
@@ -17,14 +19,37 @@ from rich.table import Table
 
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig, RunConfig, check, check_keys
-from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError
-from hermes_runner.manifest import record_invocation
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, StorageFull
+from hermes_runner.manifest import end_invocation, start_invocation
 from hermes_runner.plan import Plan
+from hermes_runner.redact import Redactor, redacting_logs
 from hermes_runner.report import write_report_quietly
 from hermes_runner.runner import Run
+from hermes_runner.store import RunDirBusy, prelock
 
 log = logging.getLogger("hermes_runner")
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+EXIT_STORAGE = 5  # the run dir could not be written (full disk): nothing recorded is lost, rerun with room
+
+
+class RunDirGuard(Callback):
+    """Takes the run dir's lock before Hydra writes `.hydra/` and the job log into it, so a second runner of
+    a live run is refused without touching that run's directory (exit 2)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: object) -> None:
+        if config.get("list_distributions"):
+            return
+        try:
+            run_dir = Path(str(OmegaConf.select(config, "hydra.run.dir")))
+        except Exception:  # noqa: BLE001 - a dir that only the job can resolve: the job's own lock guards it
+            return
+        try:
+            prelock(run_dir)
+        except RunDirBusy as exc:
+            print(f"error: {exc}: one run directory takes one runner at a time", file=sys.stderr)
+            raise SystemExit(2) from None
+        except OSError:
+            return  # (the job reports what is wrong with the directory)
 
 
 def load_distributions() -> list[DistributionConfig]:
@@ -49,10 +74,20 @@ def print_plan(console: Console, cfg: RunConfig, plan: Plan, run_dir: Path) -> N
 
 def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
     p = stats["prompts"]
+    at_max_turns = p["stopped"] and stats.get("stop_reasons", {}).get("max_turns") == p["stopped"]
     console.print(
-        f"\n[bold]Done[/]: {p['ok']} kept ({p['completed']} completed, {p['partial']} partial), "
+        f"\n[bold]Done[/]: {p['ok']} kept ({p['completed']} completed, {p['partial']} partial, "
+        f"{p['stopped']} stopped{' at max_turns' if at_max_turns else ''}), "
         f"{p['discarded']} discarded, {p['failed']} failed, {p['pending']} pending of {p['total']}"
     )
+    if stats.get("stop_reasons"):
+        console.print("  stop reasons (kept): " + ", ".join(f"{k} {v}" for k, v in stats["stop_reasons"].items()))
+    gone = stats.get("not_in_dataset") or {}
+    if gone.get("prompts"):
+        console.print(
+            f"  [yellow]{gone['prompts']} recorded prompts are not in the current dataset[/] (rows edited or removed):"
+            " left out of trajectories.jsonl and these counts; their records stay in ledger.jsonl and the batch files"
+        )
     if stats["discarded_by_reason"]:
         console.print("  discarded: " + ", ".join(f"{k} {v}" for k, v in stats["discarded_by_reason"].items()))
         if stats["discarded_by_reason"].get("no_reasoning") and not p["ok"]:
@@ -84,7 +119,9 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
 
 def run_job(dcfg: DictConfig) -> int:
     """Run one Hydra job; in a single run exit with 0 (done), 1 (some prompts failed), 2 (bad input or
-    config), 3 (stopped by a budget), 4 (the endpoint refused connections or credentials), 130 (interrupted)."""
+    config), 3 (stopped by a budget), 4 (the endpoint refused connections or credentials), 5 (the run dir could not
+    be written, e.g. a full disk), 130 (interrupted)."""
+    logging.raiseExceptions = False  # a log file on a full disk must not print a traceback per line
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     code = _run_job(dcfg)
     if multirun:
@@ -112,25 +149,39 @@ def _run_job(dcfg: DictConfig) -> int:
         log.error("missing a required option: %s (set it on the command line, e.g. %s=...)", exc.full_key, exc.full_key)
         return 2
     hc = HydraConfig.get()
-    code, _ = execute_run(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task), console)
+    overrides = list(hc.overrides.task)
+    redact = Redactor.from_sources(OmegaConf.to_container(dcfg, resolve=False), overrides, _container(cfg))
+    code, _ = execute_run(cfg, Path(hc.runtime.output_dir), overrides, console, redact)
     return code
 
 
+def _container(cfg: RunConfig) -> object:
+    return OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True)
+
+
 def execute_run(
-    cfg: RunConfig, run_dir: Path, overrides: list[str] | None = None, console: Console | None = None
+    cfg: RunConfig,
+    run_dir: Path,
+    overrides: list[str] | None = None,
+    console: Console | None = None,
+    redact: Redactor | None = None,
 ) -> tuple[int, dict | None]:
-    """Plan, run and finalize one invocation; return (exit code, statistics)."""
+    """Plan, run and finalize one invocation; return (exit code, statistics).
+
+    `redact`: the secrets to keep out of what is written (default: those the overrides and api_key_env name)."""
     console = console or Console(soft_wrap=True)
-    try:
-        check(cfg)  # before anything is created
-    except ConfigError as exc:
-        log.error("%s", exc)
-        return 2, None
-    run = Run(cfg, run_dir, overrides)
-    try:
-        return _invocation(run, cfg, run_dir, overrides or [], console)
-    finally:
-        run.store.unlock()
+    redact = redact or Redactor.from_sources(overrides or [], _container(cfg))
+    with redacting_logs(redact):
+        try:
+            check(cfg)  # before anything is created
+        except ConfigError as exc:
+            log.error("%s", exc)
+            return 2, None
+        run = Run(cfg, run_dir, overrides, redact)
+        try:
+            return _invocation(run, cfg, run_dir, overrides or [], console)
+        finally:
+            run.store.unlock()
 
 
 def _invocation(
@@ -139,9 +190,16 @@ def _invocation(
     started = time.time()
     try:
         plan = run.prepare()
+        if not cfg.dry_run:
+            start_invocation(run_dir, run.invocation, cfg, overrides, started, run.redact)
     except ConfigError as exc:
         log.error("%s", exc)
         return 2, None
+    except OSError as exc:
+        if not StorageFull.covers(exc):
+            raise
+        log.error("%s", StorageFull.of(exc, run_dir))
+        return EXIT_STORAGE, None
     print_plan(console, cfg, plan, run_dir)
     if cfg.dry_run:
         try:
@@ -152,6 +210,7 @@ def _invocation(
         console.print("dry_run=true: nothing was run.")
         return 0, None
     error: BaseException | None = None
+    stats: dict | None = None
     run.install_signals()
     try:
         asyncio.run(run.execute(plan))
@@ -160,14 +219,23 @@ def _invocation(
         error = exc
     except KeyboardInterrupt:  # Ctrl-C before the run's own handler is in place (e.g. model server starting)
         run.interrupted = True
+    except OSError as exc:  # (the run catches its own write errors; this is a full disk seen elsewhere)
+        if not StorageFull.covers(exc):
+            raise
+        run._storage_failed(exc)
     finally:
         try:
-            stats = run.finalize(plan)
-            record_invocation(run_dir, run.invocation, cfg, overrides, started, time.time())
+            with contextlib.suppress(StorageFull):
+                stats = run.finalize(plan)
+            with contextlib.suppress(OSError):
+                end_invocation(run_dir, run.invocation, started, time.time())
         finally:
             run.restore_signals()
-        if error is None:
-            print_summary(console, stats, run_dir)
+    if run.storage_error is not None:
+        log.error("%s", run.storage_error)
+        return EXIT_STORAGE, stats
+    if error is None:
+        print_summary(console, stats, run_dir)
     if (report := write_report_quietly(run_dir)) is not None:
         console.print(f"Report:       {report}")
     if error is not None:

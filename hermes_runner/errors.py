@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class RunnerError(Exception):
     """Base class of the runner's own errors."""
@@ -71,3 +73,29 @@ class PromptTimeout(RunnerError):
 
 class PromptBudgetExceeded(RunnerError):
     """A prompt exceeded its token or cost limit."""
+
+
+class StorageFull(RunnerError):
+    """The run directory could not be written (a full disk, a quota, a file size limit, ...): the run stops
+    with what it has recorded; nothing recorded is lost, and a rerun with room goes on from there."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.errno = code
+
+    @staticmethod
+    def covers(exc: BaseException) -> bool:
+        """Whether `exc` says there is no room left (disk, quota or file size limit)."""
+        return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+    @classmethod
+    def of(cls, exc: OSError, run_dir: object) -> StorageFull:
+        full = cls.covers(exc)
+        what = "the disk holding it is full" if full else "it cannot be written"
+        reason = exc.strerror or type(exc).__name__
+        where = f" ({exc.filename})" if exc.filename else ""
+        return cls(
+            f"run directory {run_dir}: {what}: {reason}{where}. The run stopped; every prompt recorded so far is "
+            "kept, the unfinished ones run again. Make room (or fix the directory) and run the same command again.",
+            exc.errno,
+        )

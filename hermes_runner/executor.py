@@ -123,7 +123,7 @@ async def open_executor(
     if backend == "local":
         from hermes_runner.worker import session_runner
 
-        async with session_runner(spec, hooks=[limiter, budget], tool_hooks=[budget]) as runner:
+        async with session_runner(spec, hooks=[limiter, budget], tool_hooks=[budget.tools]) as runner:
             yield LocalExecutor(cfg.num_workers), runner
     elif backend == "ray":
         from hermes_runner.executor_ray import ray_executor

@@ -16,7 +16,8 @@ from omegaconf import OmegaConf
 
 from hermes_runner.config import RunConfig
 from hermes_runner.errors import ConfigError
-from hermes_runner.store import atomic_write_json
+from hermes_runner.redact import Redactor
+from hermes_runner.store import atomic_write, atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +52,14 @@ def _diff(old: dict, new: dict) -> list[str]:
     return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if old.get(k) != new.get(k)]
 
 
-def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], create: bool = True) -> int:
-    """Check resume rules against the manifest (written by the first real run); return the invocation number.
+def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Redactor | None = None) -> int:
+    """Check resume rules against the manifest; return the invocation number. Nothing is written:
+    `write_manifest` does that once the run has started.
 
     `dropped`: the distribution's toolsets left out for want of a backend (services.check_toolsets).
     """
     manifest = run_dir / MANIFEST
-    current = data_config(cfg, dropped)
+    current = (redact or Redactor())(data_config(cfg, dropped))
     if manifest.exists():
         if not cfg.resume:
             raise ConfigError(
@@ -74,35 +76,65 @@ def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], create: bo
             )
         if changes:
             log.warning("force_resume: continuing with changed settings: %s", "; ".join(changes))
-    elif create:
-        atomic_write_json(
-            manifest,
-            {"run_name": cfg.run_name, "created": now(), "data_config": current},
-        )
     inv_path = run_dir / INVOCATIONS
     n = sum(1 for _ in inv_path.open()) if inv_path.exists() else 0
     return n
+
+
+def write_manifest(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Redactor | None = None) -> None:
+    """Write `run.json` (the guard of the run's data config) unless it exists: call it once the run starts."""
+    manifest = run_dir / MANIFEST
+    if not manifest.exists():
+        current = (redact or Redactor())(data_config(cfg, dropped))
+        atomic_write_json(manifest, {"run_name": cfg.run_name, "created": now(), "data_config": current})
 
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def record_invocation(
-    run_dir: Path, n: int, cfg: RunConfig, overrides: list[str], started: float, ended: float | None
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+
+
+def start_invocation(
+    run_dir: Path, n: int, cfg: RunConfig, overrides: list[str], started: float, redact: Redactor | None = None
 ) -> None:
+    """Append this invocation's record (`ended: null` until `end_invocation`), fsynced: a killed
+    invocation stays recorded."""
+    redact = redact or Redactor()
     entry = {
         "invocation": n,
-        "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
-        "ended": datetime.fromtimestamp(ended, UTC).isoformat(timespec="seconds") if ended else None,
-        "duration_s": round(ended - started, 3) if ended else None,
+        "started": _stamp(started),
+        "ended": None,
+        "duration_s": None,
         "pid": os.getpid(),
-        "argv": sys.argv[1:],
-        "overrides": overrides,
-        "config": OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True),
+        "argv": redact(sys.argv[1:]),
+        "overrides": redact(list(overrides)),
+        "config": redact(OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True)),
     }
-    with (run_dir / INVOCATIONS).open("a") as fp:
-        fp.write(json.dumps(entry) + "\n")
+    fd = os.open(run_dir / INVOCATIONS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(entry) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def end_invocation(run_dir: Path, n: int, started: float, ended: float) -> None:
+    """Set the end of invocation `n` in its record (the file is rewritten atomically)."""
+    path = run_dir / INVOCATIONS
+    lines = path.read_bytes().splitlines(keepends=True) if path.exists() else []
+    for i in range(len(lines) - 1, -1, -1):
+        try:
+            entry = json.loads(lines[i])
+        except ValueError:
+            continue
+        if entry.get("invocation") == n and entry.get("pid") == os.getpid():
+            entry.update(ended=_stamp(ended), duration_s=round(ended - started, 3))
+            lines[i] = (json.dumps(entry) + "\n").encode()
+            atomic_write(path, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines))
+            return
 
 
 def past_durations(run_dir: Path) -> float:

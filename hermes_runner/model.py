@@ -412,6 +412,7 @@ class OpenAIChatModel:
                         for h in self.hooks:
                             h.after_call(exc, None)
                         raise
+                    fill_cost(completion.usage, self.cfg.price)  # before the meters see it
                     for h in self.hooks:
                         h.after_call(None, completion)
         except openai.APIStatusError as exc:
@@ -431,7 +432,6 @@ class OpenAIChatModel:
                 raise type(self.down)(str(self.down)) from exc
             raise ModelCallError(_describe(exc, retries)) from exc
         completion.retries = retries
-        fill_cost(completion.usage, self.cfg.price)
         return completion
 
     def _refused_long_enough(self, state: RetryCallState) -> bool:

@@ -27,7 +27,7 @@ class Plan:
     to_run: int = 0
     rejected: int = 0
     images: Counter = field(default_factory=Counter)
-    current_index: dict[str, int] = field(default_factory=dict)  # terminal key -> index now
+    current_index: dict[str, int] = field(default_factory=dict)  # recorded (terminal or failed) key -> index now
 
 
 def _prompts(cfg: RunConfig, on_reject=None) -> Iterator[Prompt]:
@@ -57,6 +57,7 @@ def make_plan(cfg: RunConfig, state: LedgerState, run_dir: Path) -> Plan:
             plan.current_index[p.key] = p.index
             continue
         if p.key in state.failed:
+            plan.current_index[p.key] = p.index
             if _left_alone(cfg, state.failed[p.key]):
                 plan.skipped_failed += 1
                 continue

@@ -14,6 +14,7 @@ from hermes_runner.errors import RunnerError
 from hermes_runner.manifest import MANIFEST
 from hermes_runner.stats import RunStats
 from hermes_runner.store import FAILURES, LEDGER, TERMINAL, Ref, RunStore, iter_lines
+from hermes_runner.usage import Usage
 
 STATUSES = ("completed", "partial", "incomplete", "discarded", "failed")
 
@@ -81,7 +82,12 @@ class RunData:
             if rec["status"] in TERMINAL:
                 terminal[rec["key"]] = rec
 
-        state = RunStore(d).load(on_record, repair=False)
+        store = RunStore(d)
+        state = store.load(on_record, repair=False)
+        calls = store.load_calls(state.attempts)  # usage.jsonl: the calls of prompts cut off before their record
+        stats.usage.add(Usage.from_dict(calls.unrecorded_usage))
+        stats.api_calls += calls.unrecorded_api_calls
+        stats.retries += calls.unrecorded_errors
         stats.failed = Counter(r.get("error_type", "Error") for r in state.failed.values())
         final = {**state.failed, **terminal}
         order = sorted(final, key=lambda k: (final[k].get("index", 0), k))
@@ -120,7 +126,13 @@ class RunData:
         done = sum(inv.get("duration_s") or 0.0 for inv in self.invocations)
         if self.statistics:
             return float(self.statistics.get("duration_seconds", done))
-        running = [r["ts"] for r in self.final.values() if r.get("inv", -1) >= len(self.invocations) and r.get("ts")]
+        finished = {inv.get("invocation") for inv in self.invocations if inv.get("ended")}
+        first_open = len(finished)  # (records of a runner that wrote its invocation only at the end)
+        running = [
+            r["ts"]
+            for r in self.final.values()
+            if r.get("inv", -1) not in finished and r.get("inv", -1) >= first_open and r.get("ts")
+        ]
         if running:
             span = datetime.fromisoformat(max(running)) - datetime.fromisoformat(min(running))
             done += span.total_seconds()

@@ -15,30 +15,34 @@ from pathlib import Path
 from hermes_runner import distributions, estimate, hermes_import, sharegpt
 from hermes_runner import services as tool_services
 from hermes_runner.agent import AgentSettings, SessionResult
-from hermes_runner.budget import RunBudget
+from hermes_runner.budget import CURRENT_PROMPT, RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
 from hermes_runner.dataset import Prompt, parse_json
-from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, StorageFull
 from hermes_runner.executor import Executor, Work, open_executor
-from hermes_runner.manifest import now, open_run, past_durations
+from hermes_runner.manifest import now, open_run, past_durations, write_manifest
 from hermes_runner.model import OpenAIChatModel
 from hermes_runner.plan import Plan, make_plan, pending
 from hermes_runner.progress import RunProgress
 from hermes_runner.ratelimit import EndpointLimiter
+from hermes_runner.redact import Redactor
 from hermes_runner.sandbox import make_backend
 from hermes_runner.serve import serving
 from hermes_runner.session import Failure, Outcome
 from hermes_runner.stats import RunStats
 from hermes_runner.store import (
+    CallLog,
     Ref,
     RunDirBusy,
     RunStore,
     atomic_write,
     atomic_write_json,
     dumps_line,
+    remove_stale_temps,
     with_prompt_index,
 )
 from hermes_runner.tools.registry import stats_names, tool_names, toolset_names
+from hermes_runner.usage import Usage
 from hermes_runner.worker import WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -104,13 +108,25 @@ def classify(res: SessionResult, cfg: RunConfig, names: list[str]) -> tuple[str,
     return "ok", None, summary
 
 
+def _positive(counts: Counter) -> dict:
+    """The entries above zero (outcomes taken back for rows no longer in the dataset leave zeros)."""
+    return {k: v for k, v in counts.items() if v > 0}
+
+
 class Run:
     """State of one invocation of a run."""
 
-    def __init__(self, cfg: RunConfig, run_dir: Path, overrides: list[str] | None = None):
+    def __init__(
+        self, cfg: RunConfig, run_dir: Path, overrides: list[str] | None = None, redact: Redactor | None = None
+    ):
         self.cfg = cfg
         self.dir = Path(run_dir)
         self.overrides = overrides or []
+        self.redact = redact or Redactor()
+        self.storage_error: StorageFull | None = None  # the run dir could not be written: the run stops
+        self.calls = CallLog()  # usage.jsonl: every model call of the run
+        self._pending_calls: dict[str | None, CallLog] = {}  # this invocation's calls of prompts not yet recorded
+        self.out_of_scope = 0  # prompts of the ledger that are not in the current dataset
         self.store = RunStore(self.dir)
         self.stats = RunStats()
         self.names = tool_names()
@@ -139,14 +155,71 @@ class Run:
             self.store.lock()
         except RunDirBusy as exc:
             raise ConfigError(f"{exc}: one run directory takes one runner at a time") from None
+        remove_stale_temps(self.dir)
         adopted = hermes_import.adopt(cfg, self.dir, write=not cfg.dry_run)  # a run dir of the original Hermes runner
-        self.invocation = open_run(cfg, self.dir, self.toolsets_dropped, create=not cfg.dry_run)
+        self.invocation = open_run(cfg, self.dir, self.toolsets_dropped, self.redact)
         self.state = self.store.load(on_record=self.stats.add)
         if cfg.dry_run:
             hermes_import.preview(self.state, adopted, self.stats.add)
         plan = make_plan(cfg, self.state, self.dir)
-        self.plan_index = plan.current_index
+        self.plan_index = idx = plan.current_index
+        self.calls = self.store.load_calls(self.state.attempts)
+        # Statistics and checkpoint cover the rows of the current dataset (spend counts every record).
+        gone = {k for k in (*self.state.terminal, *self.state.failed) if k not in idx}
+        self.out_of_scope = len(gone)
+        if gone:
+            self.store.load(on_record=lambda rec: rec["key"] in gone and self.stats.exclude(rec), repair=False)
+            log.warning(
+                "%d prompts recorded in %s are not in the current dataset %s (rows edited or removed%s): "
+                "they are left out of trajectories.jsonl, statistics and the checkpoint; their records stay "
+                "in ledger.jsonl and the batch files",
+                len(gone), self.dir, cfg.dataset_file, ", or beyond max_samples" if cfg.max_samples else "",
+            )  # fmt: skip
         return plan
+
+    def spent(self) -> Usage:
+        """Everything the run's model calls cost so far: the ledger's records and the calls of prompts that
+        never reached it (cancelled, or the runner killed)."""
+        total = Usage()
+        total.add(self.stats.usage)
+        calls = self._calls_now()
+        total.add(Usage.from_dict(calls.unrecorded_usage))
+        return total
+
+    def _calls_now(self) -> CallLog:
+        """`self.calls` with this invocation's calls of prompts still unrecorded added."""
+        if not self._pending_calls:
+            return self.calls
+        out = CallLog(**{**self.calls.__dict__, "unrecorded_usage": dict(self.calls.unrecorded_usage)})
+        for calls in self._pending_calls.values():
+            out.unrecorded_api_calls += calls.unrecorded_api_calls
+            out.unrecorded_errors += calls.unrecorded_errors
+            for name, value in calls.unrecorded_usage.items():
+                out.unrecorded_usage[name] = out.unrecorded_usage.get(name, 0) + value
+        return out
+
+    def _record_call(self, rec: dict) -> None:
+        """A model call started or ended: into usage.jsonl, as it happens."""
+        if self.storage_error:
+            return
+        try:
+            self.store.write_usage(rec)
+        except OSError as exc:
+            self._storage_failed(exc)
+            return
+        self.calls.add(rec, recorded=True)  # totals; the spend counts once its prompt is recorded, or at the end
+        calls = self._pending_calls.get(rec["key"])
+        if calls is None:
+            calls = self._pending_calls[rec["key"]] = CallLog()
+        calls.add(rec, recorded=False)
+
+    def _storage_failed(self, exc: OSError) -> None:
+        """The run dir cannot be written (a full disk, ...): nothing more starts, in-flight prompts are cancelled."""
+        if self.storage_error is None:
+            self.storage_error = StorageFull.of(exc, self.dir)
+            log.debug("storage error", exc_info=exc)
+        if self.executor is not None:
+            self.executor.cancel()
 
     # -- execution ---------------------------------------------------------------------
 
@@ -181,7 +254,9 @@ class Run:
         cfg = self.cfg
         async with serving(cfg.model, self.dir) as served_url:
             self.limiter = EndpointLimiter(cfg.model.rate_limit, cfg.num_workers)
-            self.budget = RunBudget(cfg.limits, self.stats.usage, self._budget_exhausted)
+            self.budget = RunBudget(
+                cfg.limits, self.spent(), self._budget_exhausted, record=self._record_call, invocation=self.invocation
+            )
             settings = AgentSettings(
                 max_turns=cfg.max_turns,
                 system_prompt=cfg.system_prompt,
@@ -222,12 +297,27 @@ class Run:
                 batch_of[p.key] = b
                 yield p
 
+        async def session(p: Prompt):
+            CURRENT_PROMPT.set(p.key)  # (in this session's own task: its model calls are recorded under it)
+            return await work(p)
+
+        try:
+            write_manifest(cfg, self.dir, self.toolsets_dropped, self.redact)  # the run has started
+        except OSError as exc:
+            self._storage_failed(exc)
+            return
         syncer = asyncio.ensure_future(self._sync_loop())
         self.progress = RunProgress(cfg.run_name, plan.to_run, enabled=cfg.progress, status=self.limiter.describe)
         try:
             with self.progress:
-                async for outcome in executor.map_unordered(work, items()):
-                    self._record(outcome, batch_of.pop(outcome.prompt.key))
+                async for outcome in executor.map_unordered(session, items()):
+                    batch = batch_of.pop(outcome.prompt.key)
+                    if self.storage_error:
+                        continue  # draining: the prompt runs again next time
+                    try:
+                        self._record(outcome, batch)
+                    except OSError as exc:
+                        self._storage_failed(exc)
         finally:
             syncer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -238,13 +328,16 @@ class Run:
         rec = _summary(outcome, p.key, p.index, self.invocation)
         rec["batch"] = batch
         if isinstance(outcome, Failure):
+            error = self.redact.text(outcome.error)
             if outcome.error_type in ENDPOINT_DOWN_ERRORS:
-                self._endpoint_down(outcome.error)
+                self._endpoint_down(error)
             else:
-                log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, outcome.error)
-            rec.update(error_type=outcome.error_type, error=outcome.error)
-            self.store.write_failure(rec, {"traceback": outcome.traceback, "prompt": p.prompt[:2000]})
+                log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, error)
+            rec.update(error_type=outcome.error_type, error=error)
+            detail = {"traceback": self.redact.text(outcome.traceback), "prompt": p.prompt[:2000]}
+            self.store.write_failure(rec, detail)
             self.state.failed[p.key] = rec
+            self.plan_index[p.key] = p.index
             self.stats.add(rec)
             status = "failed"
         else:
@@ -268,6 +361,8 @@ class Run:
             self.stats.add(rec)
             if cfg.verbose:
                 log.info("prompt %d %s%s", p.index, status, f" ({reason})" if reason else "")
+        self.state.attempts.add((p.key, self.invocation))
+        self._pending_calls.pop(p.key, None)  # its spend is in the record now
         left = self.batch_left[batch] = self.batch_left.get(batch, self._batch_total(batch)) - 1
         if left <= 0:
             del self.batch_left[batch]
@@ -301,10 +396,14 @@ class Run:
             await asyncio.sleep(self.cfg.fsync_interval_s)
             if self.progress and self.executor:
                 self.progress.refresh(self.executor.in_flight)
-            await asyncio.to_thread(self.store.sync)
-            if time.monotonic() - last_ckpt > CHECKPOINT_EVERY_S:
-                last_ckpt = time.monotonic()
-                await asyncio.to_thread(self.write_checkpoint)
+            try:
+                await asyncio.to_thread(self.store.sync)
+                if time.monotonic() - last_ckpt > CHECKPOINT_EVERY_S:
+                    last_ckpt = time.monotonic()
+                    await asyncio.to_thread(self.write_checkpoint)
+            except OSError as exc:
+                self._storage_failed(exc)
+                return
 
     def install_signals(self) -> None:
         """Ctrl-C / SIGTERM: the first stops gracefully, a second exits at once."""
@@ -336,11 +435,11 @@ class Run:
         for key, ref in list(self.state.terminal.items()):
             if key in idx:
                 by_status[ref.status].append(idx[key])
-        failed = sorted(idx_ for k, r in list(self.state.failed.items()) if (idx_ := r.get("index")) is not None)
+        failed = sorted(idx[k] for k in list(self.state.failed) if k in idx)
         batch_stats = {
             str(b): {"processed": sum(c.values()), **{s: c[s] for s in ("ok", "discarded", "failed")}}
             for b, c in sorted(self.stats.batches.items())
-            if b >= 0
+            if b >= 0 and sum(c.values()) > 0
         }
         atomic_write_json(
             self.dir / "checkpoint.json",
@@ -357,7 +456,7 @@ class Run:
     def write_trajectories(self) -> int:
         idx = self.plan_index
         refs = sorted(
-            ((idx.get(k, r.index), k, r) for k, r in self.state.terminal.items() if r.status == "ok"),
+            ((idx[k], k, r) for k, r in self.state.terminal.items() if r.status == "ok" and k in idx),
             key=lambda t: (t[0], t[1]),
         )
         handles: dict[str, int] = {}
@@ -375,8 +474,10 @@ class Run:
         return len(refs)
 
     def write_statistics(self, plan: Plan) -> dict:
-        s = self.stats
-        s.failed = Counter(r.get("error_type", "Error") for r in self.state.failed.values())
+        s, idx = self.stats, self.plan_index
+        s.failed = Counter(r.get("error_type", "Error") for k, r in self.state.failed.items() if k in idx)
+        calls = self._calls_now()
+        usage = self.spent()
         durations = past_durations(self.dir) + (time.time() - self.started)
         batches = sorted({int(p.stem.split("_")[1]) for p in self.dir.glob("batch_*.jsonl")})
         stats = {
@@ -393,23 +494,33 @@ class Run:
                 "ok": s.ok,
                 "completed": s.completed,
                 "partial": s.partial,
+                "stopped": s.stopped,
                 "discarded": sum(s.discarded.values()),
                 "failed": sum(s.failed.values()),
                 "pending": max(0, plan.total - s.ok - sum(s.discarded.values()) - sum(s.failed.values())),
                 "rejected_lines": plan.rejected,
             },
-            "discarded_by_reason": dict(s.discarded),
+            "stop_reasons": _positive(s.stop_reasons),
+            "not_in_dataset": {"prompts": self.out_of_scope, **s.out_of_scope},
+            "discarded_by_reason": _positive(s.discarded),
             "discarded_no_reasoning": s.discarded.get("no_reasoning", 0),
             "failed_by_error": dict(s.failed),
             "tool_statistics": s.tool_statistics(self.names),
-            "unknown_tool_calls": dict(s.unknown_tools),
+            "unknown_tool_calls": _positive(s.unknown_tools),
             "reasoning_statistics": s.reasoning_statistics(),
             "reasoning_statistics_kept": s.reasoning_statistics(kept_only=True),
-            "toolsets_sampled": dict(s.toolsets_sampled),
+            "toolsets_sampled": _positive(s.toolsets_sampled),
             "toolsets_unavailable": self.toolsets_dropped,
-            "usage": s.usage.as_dict(),
-            "api_calls": s.api_calls,
-            "retries": s.retries,
+            "usage": usage.as_dict(),
+            "api_calls": s.api_calls + calls.unrecorded_api_calls,
+            "retries": s.retries + calls.unrecorded_errors,
+            "model_calls": {
+                "started": calls.started,
+                "answered": calls.answered,
+                "failed": calls.failed,
+                "unanswered": calls.unanswered,
+                "of_unrecorded_prompts": calls.unrecorded_api_calls,
+            },
             "prompt_seconds": round(s.prompt_seconds, 3),
             "invocations": self.invocation + 1,
             "stopped_by_budget": self.budget_stop,
@@ -423,10 +534,15 @@ class Run:
         atomic_write_json(self.dir / sharegpt.FEATURES_FILE, spec)
 
     def finalize(self, plan: Plan) -> dict:
-        self.store.close()
-        self.write_checkpoint()
-        self.write_features()
-        kept = self.write_trajectories()
-        stats = self.write_statistics(plan)
+        """Write the derived files; on a full disk, the ones not written are rebuilt by the next run."""
+        try:
+            self.store.close()
+            self.write_checkpoint()
+            self.write_features()
+            kept = self.write_trajectories()
+            stats = self.write_statistics(plan)
+        except OSError as exc:
+            self._storage_failed(exc)
+            raise self.storage_error from None
         stats["trajectories"] = kept
         return stats

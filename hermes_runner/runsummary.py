@@ -60,7 +60,8 @@ def summary(job: Job) -> dict:
         "prompt_seconds": s.prompt_seconds,
         "api_calls": s.api_calls,
         "retries": s.retries,
-        "invocations": len(run.invocations) + (1 if run.live else 0),
+        # (an invocation is recorded as it starts; one of an older runner only at its end)
+        "invocations": len(run.invocations) + (1 if run.live and all(i.get("ended") for i in run.invocations) else 0),
         "tool_calls": calls,
         "tool_success_pct": pct(calls - fails, calls),
         "unknown_tool_calls": sum(s.unknown_tools.values()),

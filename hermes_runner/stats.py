@@ -19,6 +19,8 @@ class RunStats:
     ok: int = 0
     completed: int = 0
     partial: int = 0
+    stopped: int = 0  # kept, neither completed nor partial (e.g. max_turns)
+    stop_reasons: Counter = field(default_factory=Counter)  # kept: stop reason -> prompts
     discarded: Counter = field(default_factory=Counter)
     failed: Counter = field(default_factory=Counter)  # error type -> still-failed prompts (set at the end)
     tools: dict[str, list[int]] = field(default_factory=dict)  # kept: name -> [count, failures]
@@ -33,10 +35,22 @@ class RunStats:
     retries: int = 0
     prompt_seconds: float = 0.0
     batches: dict[int, Counter] = field(default_factory=dict)
+    # Prompts finished earlier that are not in the current dataset (rows edited or removed): status -> count.
+    out_of_scope: Counter = field(default_factory=Counter)
 
     def add(self, rec: dict) -> None:
         """Count one ledger record; every attempt's spend counts, outcomes only once per prompt."""
-        status = rec["status"]
+        self.add_spend(rec)
+        self._outcome(rec, 1)
+
+    def exclude(self, rec: dict) -> None:
+        """Take back the outcome of a record `add` counted whose prompt is not in the current dataset (its
+        spend stays: it was paid)."""
+        self._outcome(rec, -1)
+        if rec["status"] != "failed":
+            self.out_of_scope[rec["status"]] += 1
+
+    def add_spend(self, rec: dict) -> None:
         usage = rec.get("usage")
         if usage:  # field by field: this runs once per ledger record on every resume
             total = self.usage
@@ -46,31 +60,38 @@ class RunStats:
         self.api_calls += rec.get("api_calls", 0)
         self.retries += rec.get("retries", 0)
         self.prompt_seconds += rec.get("duration_s", 0.0)
+
+    def _outcome(self, rec: dict, n: int) -> None:
+        status = rec["status"]
         batch = rec.get("batch", -1)
         per_batch = self.batches.get(batch)
         if per_batch is None:
             per_batch = self.batches[batch] = Counter()
-        per_batch[status] += 1
+        per_batch[status] += n
         if status == "failed":
             return  # failures are counted from the latest failure of each still-failed prompt
-        self.turns += rec.get("turns", 0)
-        self.reasoning_turns += rec.get("reasoning_turns", 0)
+        turns, reasoning_turns = rec.get("turns", 0) * n, rec.get("reasoning_turns", 0) * n
+        self.turns += turns
+        self.reasoning_turns += reasoning_turns
         for toolset in rec.get("toolsets") or ():
-            self.toolsets_sampled[toolset] += 1
-        for name, n in (rec.get("unknown_tools") or {}).items():
-            self.unknown_tools[name] += n
+            self.toolsets_sampled[toolset] += n
+        for name, calls in (rec.get("unknown_tools") or {}).items():
+            self.unknown_tools[name] += calls * n
         if status == "discarded":
-            self.discarded[rec.get("reason", "unknown")] += 1
+            self.discarded[rec.get("reason", "unknown")] += n
             return
-        self.ok += 1
-        self.completed += bool(rec.get("completed"))
-        self.partial += bool(rec.get("partial"))
-        self.kept_turns += rec.get("turns", 0)
-        self.kept_reasoning_turns += rec.get("reasoning_turns", 0)
+        self.ok += n
+        completed, partial = bool(rec.get("completed")), bool(rec.get("partial"))
+        self.completed += completed * n
+        self.partial += partial * n
+        self.stopped += (not (completed or partial)) * n
+        self.stop_reasons[rec.get("stop") or "unknown"] += n
+        self.kept_turns += turns
+        self.kept_reasoning_turns += reasoning_turns
         for name, (count, failures) in (rec.get("tools") or {}).items():
             t = self.tools.setdefault(name, [0, 0])
-            t[0] += count
-            t[1] += failures
+            t[0] += count * n
+            t[1] += failures * n
 
     def tool_statistics(self, tool_names: list[str]) -> dict:
         out = {}

@@ -4,6 +4,8 @@ Every prompt that ends gets one terminal record in `ledger.jsonl` (ok / discarde
 `failed` record that a later attempt may supersede. Trajectories go to `batch_N.jsonl`
 (kept) or `discarded.jsonl`, and the ledger points at their bytes, so the derived files
 (`trajectories.jsonl`, `statistics.json`, `checkpoint.json`) are always rebuilt from it.
+Every model call is appended to `usage.jsonl` as it starts and ends, so the spend of prompts
+that never reach the ledger (cancelled, or the runner killed) is known too.
 """
 
 from __future__ import annotations
@@ -27,13 +29,22 @@ log = logging.getLogger(__name__)
 LEDGER = "ledger.jsonl"
 DISCARDED = "discarded.jsonl"
 FAILURES = "failures.jsonl"
+USAGE = "usage.jsonl"
 BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")
 TERMINAL = ("ok", "discarded")
+TMP_SUFFIX = ".hr-tmp"  # the temp files of atomic_write, and only those, end with it
+# Temp files of atomic writes before TMP_SUFFIX: a mkstemp name after one of the run dir's rewritten files.
+_LEGACY_TMP = re.compile(
+    r"^\.(trajectories\.jsonl|statistics\.json|checkpoint\.json|run\.json|rejected\.jsonl|report\.html)"
+    r"\.[a-z0-9_]{8}$"
+)
 
 
 def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
-    """Replace `path` atomically: write a temp file in the same dir, fsync, rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Replace `path` atomically: write a temp file in the same dir, fsync, rename.
+
+    A kill leaves the temp file (named `.<name>.XXXXXXXX.hr-tmp`); `remove_stale_temps` removes it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fp:
             if isinstance(data, bytes):
@@ -49,6 +60,21 @@ def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def remove_stale_temps(directory: Path) -> list[str]:
+    """Remove the temp files that killed atomic writes left in `directory` (call it holding the dir's lock)."""
+    removed = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(directory):
+            name = entry.name
+            if name.startswith(".") and (name.endswith(TMP_SUFFIX) or _LEGACY_TMP.match(name)) and entry.is_file():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed.append(name)
+    if removed:
+        log.info("removed %d temp files left by an interrupted write: %s", len(removed), ", ".join(sorted(removed)))
+    return removed
 
 
 def atomic_write_json(path: Path, obj: object) -> None:
@@ -93,15 +119,25 @@ class AppendLog:
             fp.truncate(pos)
 
     def append(self, line: bytes) -> tuple[int, int]:
-        """Write one whole line; return (offset, length)."""
+        """Write one whole line; return (offset, length). A failed write (e.g. a full disk) leaves no torn bytes."""
         offset = self.size
         view = memoryview(line)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except BaseException:
+            self.truncate(offset)
+            raise
         self.size += len(line)
         self.dirty = True
         return offset, len(line)
+
+    def truncate(self, offset: int) -> None:
+        """Cut the file back to `offset` (undo appends past it)."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, offset)
+        self.size = offset
 
     def sync(self) -> None:
         if self.dirty:
@@ -141,10 +177,71 @@ class LedgerState:
     failed: dict[str, dict] = field(default_factory=dict)  # latest failure of keys not yet terminal
     records: int = 0
     next_batch: int = 0
+    attempts: set[tuple[str, int]] = field(default_factory=set)  # (key, invocation) of every record
+
+
+@dataclass
+class CallLog:
+    """What `usage.jsonl` holds: every model call, recorded as it starts and as it ends."""
+
+    started: int = 0
+    answered: int = 0
+    failed: int = 0  # attempts that ended in an error (retried, or the prompt's failure)
+    # Calls of prompts that never reached the ledger in that invocation (cancelled, or the runner was killed):
+    # the ledger's records carry the spend of all the others.
+    unrecorded_usage: dict = field(default_factory=dict)
+    unrecorded_api_calls: int = 0  # answered calls of the run's model among them
+    unrecorded_errors: int = 0
+
+    @property
+    def unanswered(self) -> int:
+        """Calls that never got an answer: in flight when their prompt was cancelled or the runner killed."""
+        return max(0, self.started - self.answered - self.failed)
+
+    def add(self, rec: dict, recorded: bool) -> None:
+        """Count one event; `recorded`: its prompt has a ledger record of that invocation."""
+        event = rec["event"]
+        if event == "start":
+            self.started += 1
+        elif event == "end":
+            self.answered += 1
+            if not recorded:
+                self.unrecorded_api_calls += rec.get("model") == "main"
+                unrecorded = self.unrecorded_usage
+                for name, value in (rec.get("usage") or {}).items():
+                    if isinstance(value, int | float):
+                        unrecorded[name] = unrecorded.get(name, 0) + value
+        elif event == "error":
+            self.failed += 1
+            self.unrecorded_errors += not recorded
 
 
 class RunDirBusy(Exception):
     """Another live process holds the run directory."""
+
+
+_PRELOCKED: dict[str, int] = {}  # run dir -> lock fd taken before the run dir was written (see `prelock`)
+
+
+def _take_lock(run_dir: Path) -> int:
+    """flock `run_dir/.lock` for this process, writing nothing else; RunDirBusy when a live process holds it."""
+    fd = os.open(run_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise RunDirBusy(f"{run_dir} is in use by {holder}") from None
+    return fd
+
+
+def prelock(run_dir: Path) -> None:
+    """Take a run dir's lock early (before Hydra writes `.hydra/` into it); `RunStore.lock` adopts it."""
+    run_dir = Path(run_dir)
+    key = str(run_dir.resolve())
+    if key not in _PRELOCKED:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _PRELOCKED[key] = _take_lock(run_dir)
 
 
 class RunStore:
@@ -159,18 +256,15 @@ class RunStore:
         self._ledger: AppendLog | None = None
         self._discarded: AppendLog | None = None
         self._failures: AppendLog | None = None
+        self._usage: AppendLog | None = None
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()  # one sync at a time (the background one and the final one)
 
     def lock(self) -> None:
         """Take the run directory for this process (released when the process ends, even by kill -9)."""
-        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            raise RunDirBusy(f"{self.dir} is in use by {holder}") from None
+        fd = _PRELOCKED.pop(str(self.dir.resolve()), None)
+        if fd is None:
+            fd = _take_lock(self.dir)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
@@ -201,6 +295,7 @@ class RunStore:
                     log.warning("%s: skipping an unreadable record", LEDGER)
                     continue
                 state.records += 1
+                state.attempts.add((key, rec.get("inv", -1)))
                 if key in state.terminal:
                     continue  # exactly once: the first terminal record wins
                 if status in TERMINAL:
@@ -226,8 +321,29 @@ class RunStore:
 
     # -- writing -------------------------------------------------------------------
 
+    def load_calls(self, attempts: set[tuple[str, int]]) -> CallLog:
+        """Read `usage.jsonl`; the spend of calls whose (prompt, invocation) has no ledger record in
+        `attempts` goes to `unrecorded_*` (the ledger's records carry the spend of the others)."""
+        calls = CallLog()
+        path = self.dir / USAGE
+        if not path.exists():
+            return calls
+        for raw in iter_lines(path):
+            try:
+                rec = fastjson.loads(raw)
+                calls.add(rec, (rec["key"], rec["inv"]) in attempts)
+            except (ValueError, KeyError, TypeError):
+                log.warning("%s: skipping an unreadable record", USAGE)
+        return calls
+
+    def write_usage(self, record: dict) -> None:
+        """Append one model-call event to `usage.jsonl` (fsynced with the ledger)."""
+        line = dumps_line(record)
+        with self._lock:
+            self._log(USAGE).append(line)
+
     def _log(self, name: str) -> AppendLog:
-        attr = {LEDGER: "_ledger", DISCARDED: "_discarded", FAILURES: "_failures"}[name]
+        attr = {LEDGER: "_ledger", DISCARDED: "_discarded", FAILURES: "_failures", USAGE: "_usage"}[name]
         log_ = getattr(self, attr)
         if log_ is None:
             log_ = AppendLog(self.dir / name)
@@ -246,14 +362,23 @@ class RunStore:
             target = self._batch(batch) if status == "ok" else self._log(DISCARDED)
             offset, length = target.append(entry_line)
             record.update(status=status, file=target.path.name, offset=offset, length=length, batch=batch)
-            self._log(LEDGER).append(dumps_line(record))
+            try:
+                self._log(LEDGER).append(dumps_line(record))
+            except BaseException:
+                target.truncate(offset)  # no trajectory without its record (e.g. the disk filled up in between)
+                raise
         return record
 
     def write_failure(self, record: dict, detail: dict) -> dict:
         with self._lock:
             record["status"] = "failed"
-            self._log(FAILURES).append(dumps_line({**record, **detail}))
-            self._log(LEDGER).append(dumps_line(record))
+            failures = self._log(FAILURES)
+            offset, _ = failures.append(dumps_line({**record, **detail}))
+            try:
+                self._log(LEDGER).append(dumps_line(record))
+            except BaseException:
+                failures.truncate(offset)
+                raise
         return record
 
     def close_batch(self, num: int) -> None:
@@ -268,7 +393,7 @@ class RunStore:
         with self._sync_lock:
             with self._lock:
                 closing, self._closing = self._closing, []
-                logs = [*self._batches.values(), *closing, self._discarded, self._failures, self._ledger]
+                logs = [*self._batches.values(), *closing, self._discarded, self._failures, self._usage, self._ledger]
             for lg in logs:
                 if lg is not None:
                     lg.sync()
@@ -278,7 +403,7 @@ class RunStore:
     def close(self) -> None:
         self.sync()
         with self._sync_lock, self._lock:
-            for lg in [*self._batches.values(), self._discarded, self._failures, self._ledger]:
+            for lg in [*self._batches.values(), self._discarded, self._failures, self._usage, self._ledger]:
                 if lg is not None:
                     lg.close()
             self._batches.clear()

@@ -115,3 +115,20 @@ def test_a_run_dir_keeps_its_shard(make_cfg, dataset, tmp_path, server):
 def test_cli_reports_refusals(tmp_path, capsys):
     assert main([str(tmp_path / "o"), str(tmp_path / "nope")]) == 2
     assert "merge refused:" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_shards_of_an_edited_dataset_still_merge(make_cfg, dataset, tmp_path, server):
+    dirs = run_shards(make_cfg, dataset, tmp_path, 2)
+    rows = read_jsonl(dataset)
+    rows[2] = {"prompt": "task 2 edited"}
+    del rows[5]  # every later row moves to the other shard's slice
+    write_jsonl(dataset, rows)
+    for i, d in enumerate(dirs):
+        assert run_inprocess(make_cfg(f"shard.index={i}", "shard.count=2", dataset=dataset), d)[0] == 0
+    stats = merge(tmp_path / "out", dirs)
+    merged = read_jsonl(tmp_path / "out" / "trajectories.jsonl")
+    kept = [i for i, r in enumerate(rows) if "#script" not in r["prompt"]]
+    assert [e["prompt_index"] for e in merged] == kept  # one entry per current row, no index twice
+    assert [e["conversations"][1]["value"] for e in merged] == [rows[i]["prompt"] for i in kept]
+    assert stats["trajectories"] == stats["prompts"]["ok"] == len(kept)
+    assert stats["prompts"]["total"] == len(rows)

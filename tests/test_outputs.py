@@ -115,8 +115,9 @@ def test_statistics_json(make_cfg, tmp_path, run_dir, server):
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     _, stats = run_inprocess(make_cfg(dataset=ds), run_dir)
     saved = json.loads((run_dir / "statistics.json").read_text())
-    assert saved["prompts"] == {"total": 10, "ok": 8, "completed": 6, "partial": 2, "discarded": 1,
+    assert saved["prompts"] == {"total": 10, "ok": 8, "completed": 6, "partial": 2, "stopped": 0, "discarded": 1,
                                 "failed": 1, "pending": 0, "rejected_lines": 0}  # fmt: skip
+    assert saved["stop_reasons"] == {"final_answer": 6, "length": 2}
     assert saved["discarded_by_reason"] == {"no_reasoning": 1} and saved["failed_by_error"] == {"ModelCallError": 1}
     t = saved["tool_statistics"]
     assert t["terminal"]["count"] == 4 and t["terminal"]["success_rate"] == 100.0  # exit 1 is an answer
