@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from pathlib import Path
 
 import docker
 from docker.errors import APIError, NotFound
 
-from hermes_runner.sandbox.base import pid_alive
+from hermes_runner.sandbox.base import process_start, runner_alive
 
 log = logging.getLogger(__name__)
 
@@ -24,15 +23,6 @@ HOSTNAME = f"{PREFIX}.hostname"
 KEEP = f"{PREFIX}.keep"
 
 
-def process_start(pid: int) -> str | None:
-    """Start time of a process (clock ticks since boot), or None when it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
 def runner_labels(run_name: str, run_dir: str) -> dict[str, str]:
     """Labels of every container this process creates."""
     pid = os.getpid()
@@ -43,13 +33,6 @@ def runner_labels(run_name: str, run_dir: str) -> dict[str, str]:
         RUNNER_START: process_start(pid) or "",
         HOSTNAME: socket.gethostname(),
     }
-
-
-def runner_alive(pid: int, start: str) -> bool:
-    if not Path("/proc/self/stat").exists():  # no procfs: trust the pid alone
-        return pid_alive(pid)
-    now = process_start(pid)
-    return now is not None and (not start or now == start)
 
 
 def remove(api: docker.APIClient, cid: str) -> None:
