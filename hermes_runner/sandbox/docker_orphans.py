@@ -46,11 +46,14 @@ def remove(api: docker.APIClient, cid: str) -> None:
             raise
 
 
-def reap(api: docker.APIClient, run_dir: str) -> int:
-    """Remove containers of this run dir whose runner (on this host) is dead; return how many."""
+def reap(api: docker.APIClient) -> int:
+    """Remove every container (of any run dir) whose runner on this host is dead; return how many.
+
+    Any runner's start-up does this, so a killed runner's containers never wait for the same run dir.
+    """
     host = socket.gethostname()
     reaped = 0
-    for c in api.containers(all=True, filters={"label": f"{RUN_DIR}={run_dir}"}):
+    for c in api.containers(all=True, filters={"label": RUNNER_PID}):
         labels = c.get("Labels") or {}
         if labels.get(KEEP) == "1" or labels.get(HOSTNAME) != host:
             continue
@@ -60,7 +63,7 @@ def reap(api: docker.APIClient, run_dir: str) -> int:
         remove(api, c["Id"])
         reaped += 1
     if reaped:
-        log.warning("removed %d container(s) left behind by a killed runner of %s", reaped, run_dir)
+        log.warning("removed %d container(s) left behind by killed runners", reaped)
     return reaped
 
 
