@@ -124,10 +124,26 @@ def test_local_docker_socket_run_root_and_homes_are_invisible(boxes):
         assert sock.is_socket()
 
 
+@pytest.fixture
+def outside_tmp():
+    """A sandbox root outside /tmp (the sandbox's /tmp is its own, which would hide a root there anyway)."""
+    base = Path("/var/tmp" if AS_ROOT else Path.home() / ".cache") / f"hermes-escape-{os.getpid()}-{time.time_ns()}"
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
 @needs_bwrap
-def test_local_sandbox_root_and_run_dirs_are_masked(boxes, tmp_path):
+def test_local_sandbox_root_and_run_dirs_are_masked(outside_tmp):
+    root = outside_tmp / "sbx"
+    boxes = Boxes(root, n=2)
     a, b = boxes.boxes
-    root = tmp_path / "sbx"
+    try:
+        _check_masked(boxes, root, a)
+    finally:
+        boxes.close()
+
+
+def _check_masked(boxes, root, a):
     (root / "other-run-1").mkdir()
     (root / "other-run-1" / "secret").write_text("other run")
     listing = boxes.sh(f"ls -a {root} {Path(a.cwd).parent.parent} {Path(a.cwd).parent} 2>/dev/null", i=1)
@@ -199,6 +215,7 @@ def test_local_execute_code_result_files_are_read_inside(tmp_path):
         code = (
             "import glob, os\n"
             "d = glob.glob('.hermes_exec_*')[0]\n"
+            "os.remove(d + '/stderr')\n"
             "os.symlink('/proc/self/environ', d + '/stderr')\n"
             "os.symlink('/etc/shadow', d + '/result')\n"
         )
@@ -213,22 +230,28 @@ def test_local_execute_code_result_files_are_read_inside(tmp_path):
 def test_local_proc_environ_end_to_end_keeps_the_secret_out_of_every_output(server, tmp_path):
     """Through run.py: a secret in the runner's environment reaches no file of the run."""
     secret = "sk-canary-" + os.urandom(8).hex()
+    steal = (
+        "import glob, os\n"
+        "d = glob.glob('.hermes_exec_*')[0]\n"
+        "os.symlink('/proc/self/environ', d + '/result')\n"
+        "print('planted')\n"
+    )
+
+    def call(name: str, **arguments) -> dict:
+        return {"reasoning": "r", "tool_calls": [{"name": name, "arguments": arguments}]}
+
     steps = [
-        {
-            "reasoning": "r",
-            "tool_calls": [{"name": "terminal", "arguments": {"command": "ln -s /proc/self/environ e"}}],
-        },
-        {"reasoning": "r", "tool_calls": [{"name": "read_file", "arguments": {"path": "e"}}]},
-        {
-            "reasoning": "r",
-            "tool_calls": [{"name": "search_files", "arguments": {"pattern": "sk-", "path": "/proc/self"}}],
-        },
+        call("execute_code", code=steal),
+        call("terminal", command="ln -s /proc/self/environ e"),
+        call("read_file", path="e"),
+        call("patch", mode="replace", path="e", old_string="=", new_string=":"),
         {"reasoning": "done", "content": "Done."},
     ]
     dataset = write_jsonl(tmp_path / "d.jsonl", [{"prompt": script(*steps, text="environ")}])
     run_dir = tmp_path / "run"
     args = base_overrides(server, tmp_path) + [
-        "run_name=envleak", f"hydra.run.dir={run_dir}", f"dataset_file={dataset}", "distribution=default",
+        "run_name=envleak", f"hydra.run.dir={run_dir}", f"dataset_file={dataset}",
+        "distribution=terminal_only", "++distribution.toolsets.file=100", "++distribution.toolsets.code_execution=100",
     ]  # fmt: skip
     env = {**os.environ, "HERMES_CANARY_KEY": secret, "OPENAI_API_KEY": secret, "HYDRA_FULL_ERROR": "0"}
     res = subprocess.run(
@@ -237,7 +260,8 @@ def test_local_proc_environ_end_to_end_keeps_the_secret_out_of_every_output(serv
     assert res.returncode == 0, res.stdout + res.stderr
     rows = read_jsonl(run_dir / "trajectories.jsonl")
     tool_turns = [t["value"] for t in rows[0]["conversations"] if t["from"] == "tool"]
-    assert len(tool_turns) == 3 and "binary file" in tool_turns[1], tool_turns  # the read happened
+    assert len(tool_turns) == 4 and "planted" in tool_turns[0], tool_turns  # the attack ran
+    assert "PATH=" in tool_turns[0]  # the result was read: the sandboxed reader's own environment
     for f in run_dir.rglob("*"):
         if f.is_file():
             assert secret not in f.read_text(errors="replace"), f
