@@ -2,8 +2,8 @@
 
 Both layouts are handled: cgroup v1 (one hierarchy per controller, as on hybrid hosts) and
 cgroup v2 (the unified hierarchy, where our own cgroup must be able to delegate the
-controllers). A run gets `hermes-<run>-<pid>/` under the runner's own cgroup, each prompt a
-child of it. Commands join their prompt's cgroup before bubblewrap starts (a tiny `sh` writes
+controllers). A run gets `hermes-<run>-<pid>/` under the runner's own cgroup, and each uid slot
+of the local sandbox a child of it (one prompt at a time uses a slot). Commands join their prompt's cgroup before bubblewrap starts (a tiny `sh` writes
 its own pid into `cgroup.procs`, then execs), so nothing the command forks escapes it. When no
 writable hierarchy has the controllers, `Cgroups.open` returns None and the sandbox falls back
 to rlimits.
@@ -60,7 +60,7 @@ def _write(path: Path, value: str) -> None:
 
 
 class Cgroups:
-    """The run's cgroup dirs; `make(name)` gives a prompt's join files."""
+    """The run's cgroup dirs; `make(name)` gives a child's join files; `close` removes them all."""
 
     def __init__(self, version: int, bases: list[Path]):
         self.version = version
@@ -69,7 +69,7 @@ class Cgroups:
     @classmethod
     def open(cls, run_token: str) -> Cgroups | None:
         """Create the run's cgroups, or None when this host cannot give them (with the reason logged)."""
-        name = f"hermes-{run_token}-{os.getpid()}"
+        name = f"hermes-{run_token}"
         try:
             return cls._open_v1(name) or cls._open_v2(name)
         except OSError as exc:
@@ -87,6 +87,7 @@ class Cgroups:
             base = Path(mounts[c]) / own[c].lstrip("/") / name
             if base in bases:  # cpu,cpuacct co-mounted with another controller
                 continue
+            _remove_dead(base.parent)
             base.mkdir(exist_ok=True)
             bases.append(base)
         return cls(1, bases)
@@ -106,12 +107,13 @@ class Cgroups:
             # EBUSY unless our cgroup is the root one or holds no process (the runner is in it)
             _write(parent / "cgroup.subtree_control", " ".join(f"+{c}" for c in CONTROLLERS))
         base = parent / name
+        _remove_dead(parent)
         base.mkdir(exist_ok=True)
         _write(base / "cgroup.subtree_control", " ".join(f"+{c}" for c in CONTROLLERS))
         return cls(2, [base])
 
     def make(self, name: str, limits: Limits) -> list[str]:
-        """Create a prompt's cgroup with `limits`; return the `cgroup.procs` files a command joins."""
+        """Create a child cgroup with `limits`; return the `cgroup.procs` files a command joins."""
         procs = []
         for base in self.bases:
             d = base / name
@@ -138,12 +140,6 @@ class Cgroups:
             procs.append(str(d / "cgroup.procs"))
         return procs
 
-    def remove(self, name: str) -> None:
-        """Remove a prompt's cgroup (its processes are gone; a straggler leaves it for `close`)."""
-        for base in self.bases:
-            with contextlib.suppress(OSError):
-                os.rmdir(base / name)
-
     def close(self) -> None:
         for base in self.bases:
             for d in list(base.iterdir()) if base.is_dir() else []:
@@ -152,6 +148,22 @@ class Cgroups:
                         os.rmdir(d)
             with contextlib.suppress(OSError):
                 os.rmdir(base)
+
+
+def _remove_dead(parent: Path) -> None:
+    """rmdir the run cgroups of dead runners (`hermes-<run>-<pid>-<n>`); rmdir only ever removes empty ones."""
+    from hermes_runner.sandbox.base import pid_alive
+
+    for d in parent.glob("hermes-*"):
+        pid = d.name.rsplit("-", 2)[-2] if d.name.count("-") >= 3 else ""
+        if not pid.isdigit() or pid_alive(int(pid)):
+            continue
+        for child in d.iterdir():
+            if child.is_dir():
+                with contextlib.suppress(OSError):
+                    os.rmdir(child)
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
 
 
 def parse_size(text: str | int | None) -> int:

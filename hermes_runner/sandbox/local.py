@@ -15,6 +15,7 @@ resolved inside the sandbox, as the command's own uid.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -40,6 +41,8 @@ MAX_READ_BYTES = 64 * 1024 * 1024
 IO_TIMEOUT_S = 60.0
 NO_WORKDIR = "hermes-runner:no-workdir"
 UIDS_PER_RUNNER = 4096
+_FREE_SLOTS = list(range(UIDS_PER_RUNNER - 1, -1, -1))  # uid slots of this process, a stack: few, reused
+_BACKENDS = itertools.count()
 
 # bash, in the sandbox: $1 = working dir; the command comes on stdin (never argv: no size limit).
 LAUNCH = """cd -- "$1" 2>/dev/null || {{ printf '%s' {nodir}; exit 199; }}
@@ -104,12 +107,12 @@ class LocalSandbox:
 
     # -- argv ---------------------------------------------------------------------------
 
-    def _wrap(self, argv: list[str], chdir: str | None = None) -> list[str]:
-        """argv confined: cgroup join, bubblewrap with this prompt's binds, the uid drop."""
+    def _wrap(self, argv: list[str], chdir: str | None = None, join: bool = True) -> list[str]:
+        """argv confined: cgroup join (`join`), bubblewrap with this prompt's binds, the uid drop."""
         b = self._b
         if not b.confined:
             return argv
-        full = [b.sh, "-c", JOIN_SCRIPT, "sh", *self._cgroup, "--"] if self._cgroup else []
+        full = [b.sh, "-c", JOIN_SCRIPT, "sh", *self._cgroup, "--"] if self._cgroup and join else []
         full += b.bwrap_static
         full += ["--bind", str(self._tmpdir), "/tmp", *self._parents, "--bind", str(self._workdir), str(self._workdir)]
         if chdir:
@@ -140,8 +143,12 @@ class LocalSandbox:
         return ExecResult(code, output, timed_out)
 
     async def _io(self, script: str, args: list[str], data: bytes | None, max_out: int) -> tuple[int, bytes, str]:
-        """Run a helper script in this sandbox (as the command's uid), off the event loop."""
-        argv = self._wrap(["/bin/sh", "-c", script, "hermes-runner", *args], chdir=self.cwd)
+        """Run a helper script in this sandbox (as the command's uid), off the event loop.
+
+        Helpers are `head` or `cat` of one file, no code of the model's: they skip the cgroup join
+        (on cgroup v1 each join takes a kernel-wide lock, which concurrent prompts contend for).
+        """
+        argv = self._wrap(["/bin/sh", "-c", script, "hermes-runner", *args], chdir=self.cwd, join=False)
         cwd = None if self._b.confined else self.cwd
         loop = asyncio.get_running_loop()
 
@@ -225,7 +232,8 @@ class LocalBackend:
         self._token = safe_name(run_token)
         self._dir = root / f"{self._token}-{os.getpid()}"
         self._uid_base = o.uid_base + (os.getpid() % 100_000) * UIDS_PER_RUNNER
-        self._free_uids = list(range(UIDS_PER_RUNNER - 1, -1, -1))
+        self._free_uids = _FREE_SLOTS  # shared by every backend of this process: a uid serves one prompt
+        self._slot_cgroups: dict[int, list[str]] = {}
         self._removals: set[asyncio.Future] = set()
         # Blocking work (forks, directory creation and removal) runs here, off the event loop.
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="local-sandbox")
@@ -259,7 +267,7 @@ class LocalBackend:
         if self.drop_uid and not self.setpriv:
             missing.append("setpriv (util-linux) is not installed: a root runner cannot drop to an unprivileged uid")
         if not missing:
-            self.cgroups = Cgroups.open(self._token)
+            self.cgroups = Cgroups.open(f"{self._token}-{os.getpid()}-{next(_BACKENDS)}")
             self.bwrap_static = self._static_args()
             self.launch = LAUNCH.format(nodir=NO_WORKDIR, limits=self._rlimits())
             missing += self._probe()
@@ -307,13 +315,11 @@ class LocalBackend:
         """One sandboxed run at start: it must work, as a non-root uid with no capabilities."""
         probe_dir = Path(tempfile.mkdtemp(prefix="probe-", dir=self._dir))
         try:
-            box = self._make(probe_dir, None, self._free_uids[-1])
+            box = self._make(probe_dir, None, self._free_uids[-1])  # its cgroup is the slot's, kept
             argv = box._wrap(
                 ["/bin/sh", "-c", "cat /proc/self/status; ls -d /run /var/run 2>&1; exit 0"], chdir=box.cwd
             )
             code, out, err, _ = run_io(argv, env=box._env, cwd=None, stdin=None, max_out=65536, timeout=30)
-            if box._cgroup:
-                self.cgroups.remove(probe_dir.name)
         finally:
             shutil.rmtree(probe_dir, ignore_errors=True)
         text = out.decode(errors="replace")
@@ -383,8 +389,20 @@ class LocalBackend:
         if self.drop_uid:
             for d in own:
                 os.chown(d, uid, uid)
-        cg = self.cgroups.make(task.name, self.limits) if self.cgroups else []
+        cg = self._slot_cgroup(slot) if self.cgroups else []
         return LocalSandbox(task, workdir, tmpdir, self, slot, uid, cg)
+
+    def _slot_cgroup(self, slot: int) -> list[str]:
+        """The cgroup of a uid slot, made once and reused by the slot's later prompts.
+
+        A prompt's processes are all gone when it ends (each command's pid namespace dies with
+        it), so the next prompt of the slot starts with an empty cgroup of the same limits;
+        making and removing a memory cgroup per prompt costs the runner ~5 ms of CPU.
+        """
+        procs = self._slot_cgroups.get(slot)
+        if procs is None:
+            procs = self._slot_cgroups[slot] = self.cgroups.make(f"slot-{slot}", self.limits)
+        return procs
 
     def release(self, box: LocalSandbox) -> None:
         """A prompt ended: its dir and cgroup go in the background (its session need not wait for the disk)."""
@@ -393,8 +411,6 @@ class LocalBackend:
         box.released = True
 
         def cleanup() -> None:
-            if self.cgroups:
-                self.cgroups.remove(box._taskdir.name)
             if not self.keep:
                 shutil.rmtree(box._taskdir, ignore_errors=True)
 
