@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,14 +141,20 @@ class Cgroups:
             procs.append(str(d / "cgroup.procs"))
         return procs
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 2.0) -> None:
+        """Remove the run's cgroups; a killed command's processes may take a moment to leave them."""
+        deadline = time.monotonic() + wait_s
         for base in self.bases:
-            for d in list(base.iterdir()) if base.is_dir() else []:
-                if d.is_dir():
-                    with contextlib.suppress(OSError):
-                        os.rmdir(d)
-            with contextlib.suppress(OSError):
-                os.rmdir(base)
+            while True:
+                for d in list(base.iterdir()) if base.is_dir() else []:
+                    if d.is_dir():
+                        with contextlib.suppress(OSError):
+                            os.rmdir(d)
+                with contextlib.suppress(OSError):
+                    os.rmdir(base)
+                if not base.exists() or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
 
 
 def _remove_dead(parent: Path) -> None:
