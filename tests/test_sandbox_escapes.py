@@ -346,7 +346,11 @@ def test_local_huge_command_goes_through_stdin(boxes):
     assert ok and out["output"].strip() == str(BIG)
 
 
-def test_local_huge_command_unconfined(tmp_path):
+@pytest.mark.parametrize("pidfd", [True, False])
+def test_local_huge_command_unconfined(tmp_path, monkeypatch, pidfd):
+    from hermes_runner.sandbox import spawn
+
+    monkeypatch.setattr(spawn, "PIDFD", pidfd and spawn.PIDFD)  # False: asyncio's subprocesses
     b = Boxes(tmp_path / "sbx", isolation="none")
     try:
         res = b.sh(f"x='{'z' * BIG}'; echo ${{#x}}")

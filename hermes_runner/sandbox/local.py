@@ -43,6 +43,7 @@ MAX_READ_BYTES = 64 * 1024 * 1024
 IO_TIMEOUT_S = 60.0
 NO_WORKDIR = "hermes-runner:no-workdir"
 UIDS_PER_RUNNER = 4096
+SHM_BYTES = 256 << 20  # the sandbox's /dev/shm (tmpfs; what it holds counts against the memory limit)
 _FREE_SLOTS = list(range(UIDS_PER_RUNNER - 1, -1, -1))  # uid slots of this process, a stack: few, reused
 _BACKENDS = itertools.count()
 
@@ -307,7 +308,9 @@ class LocalBackend:
                 args += ["--symlink", os.readlink(p), p]
             elif os.path.exists(p):
                 args += ["--ro-bind", p, p]
-        return args + ["--dev", "/dev", "--proc", "/proc"]
+        # /dev/shm: the prompt's own, for POSIX semaphores and shared memory (multiprocessing)
+        shm = ["--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+        return args + ["--dev", "/dev", *shm, "--proc", "/proc"]
 
     def _rlimits(self) -> str:
         lines = []
