@@ -285,7 +285,7 @@ def test_local_fork_bomb_is_bounded(tmp_path):
         assert 10 < int(count.output.split()[-1]) < 64, count.output
         bomb = b.sh("b() { b | b & }; b; sleep 3; echo still-here", timeout=8)
         assert time.monotonic() - t < 40
-        assert bomb.output.strip().endswith("still-here") or bomb.timed_out
+        assert "still-here" in bomb.output or "fork" in bomb.output or bomb.timed_out, bomb.output[-300:]
         after = b.sh("echo alive")
         assert after.output.strip() == "alive"
     finally:
