@@ -163,6 +163,8 @@ class LocalSandbox:
 
         try:
             code, out, err, timed_out = await loop.run_in_executor(self._b.pool, go)
+        except (FileNotFoundError, NotADirectoryError):  # unconfined: the command removed its work dir
+            raise ToolError(f"the working directory {self.cwd} no longer exists") from None
         except OSError as exc:
             raise SandboxError(f"cannot start a sandboxed helper: {exc}") from exc
         if timed_out:
