@@ -139,12 +139,27 @@ class DistributionConfig:
     toolsets: dict[str, float] = field(default_factory=dict)  # toolset -> probability in %
 
 
+class LocalIsolation(str, Enum):
+    """How the local sandbox confines commands (docs/sandboxes.md)."""
+
+    auto = "auto"  # the same as bwrap: confined, or the run refuses to start and says what is missing
+    bwrap = "bwrap"  # bubblewrap + an unprivileged uid without capabilities + limits
+    none = "none"  # explicit opt-out: commands run unconfined, as the runner's user
+
+
 @dataclass
 class LocalSandboxOptions:
-    # "auto": bubblewrap when installed, else unconfined; "bwrap": require it; "none": unconfined
-    isolation: str = "auto"
+    isolation: LocalIsolation = LocalIsolation.auto
     network: bool = False  # with bwrap: keep the host network
-    root: str | None = None  # parent dir of per-task dirs (default: system temp dir)
+    root: str | None = None  # parent dir of per-task dirs (default: ~/.cache/hermes-runner/sandboxes)
+    # read-only system paths a command sees (nothing else of the host but its own work dir and /tmp)
+    system_paths: list[str] = field(
+        default_factory=lambda: ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"]
+    )
+    uid_base: int = 1_900_000_000  # a root runner runs each prompt as its own uid from here (no passwd entry)
+    pids_limit: int = 256  # processes and threads per prompt (0: none)
+    mem_limit: str | None = "1g"  # memory per prompt, no swap (null: none)
+    cpus: float = 1.0  # CPU cores per prompt (0: none; needs cgroups)
 
 
 @dataclass

@@ -7,7 +7,7 @@
 #
 # Images:
 #   local/busybox:ci   ~2 MB: busybox applets, users root and `sandbox` (uid 1000)
-#   local/bookworm:ci  ~170 MB: Debian bookworm minbase + python3 (debootstrap from apt's mirror)
+#   local/bookworm:ci  ~170 MB: Debian bookworm minbase + python3 (debootstrap from apt's mirror), user `sandbox` (uid 1000)
 #
 # dockerd is started directly (no systemd here; `service docker start` fails because the init
 # script raises `ulimit -n`, which needs CAP_SYS_RESOURCE). Its log and pid are under $STATE.
@@ -85,6 +85,10 @@ if [ "$WITH_DEBIAN" = 1 ] && ! have local/bookworm:ci; then
     exit 1
   fi
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  # a regular user, so the sandbox's user=auto runs the default image as non-root (uid 1000)
+  echo 'sandbox:x:1000:1000:sandbox:/home/sandbox:/bin/bash' >>"$root/etc/passwd"
+  echo 'sandbox:x:1000:' >>"$root/etc/group"
+  mkdir -p "$root/home/sandbox" && chown 1000:1000 "$root/home/sandbox"
   tar -C "$root" -c . | docker import \
     -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' -c 'CMD ["/bin/bash"]' \
     - local/bookworm:ci >/dev/null

@@ -20,7 +20,7 @@ REPO_USER = DirInfo(True, populated=True, uid=1234, gid=1235)
     ("setting", "image_user", "workdir", "passwd", "expected"),
     [
         ("auto", "", EMPTY, PASSWD, ("1000:1001", 1000, 1001)),  # first regular user, not nobody
-        ("auto", "", EMPTY, PASSWD[:2], ("0:0", 0, 0)),  # no regular user: root
+        ("auto", "", EMPTY, PASSWD[:2], ("65534:65534", 65534, 65534)),  # no regular user: nobody, never root
         ("auto", "app", EMPTY, PASSWD, ("app", 1000, 1001)),  # the image's USER wins
         ("auto", "", REPO_ROOT, PASSWD, ("0:0", 0, 0)),  # the task's files belong to root
         ("auto", "", REPO_USER, PASSWD, ("1234:1235", 1234, 1235)),  # ... or to their owner

@@ -46,6 +46,24 @@ class SandboxBackend(Protocol):
     async def shutdown(self) -> None: ...
 
 
+def process_start(pid: int) -> str | None:
+    """Start time of a process (clock ticks since boot), or None when it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat") as fp:
+            stat = fp.read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def runner_alive(pid: int, start: str) -> bool:
+    """Whether the process `pid` that started at `start` (a reused pid is not it) still runs."""
+    if not os.path.exists("/proc/self/stat"):  # no procfs: trust the pid alone
+        return pid_alive(pid)
+    now = process_start(pid)
+    return now is not None and (not start or now == start)
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid exists on this host."""
     try:

@@ -2,9 +2,10 @@
 
 The docker SDK blocks, so every call runs in a thread of this backend's own pools: `_ctl` for
 short API calls, `_io` for command streams (a long command must never starve a kill or a
-removal). Containers carry labels naming their run and runner; the next start of the same run
-dir removes those of runners that died (kill -9), and a container also exits on its own after
-`max_lifetime_s`.
+removal). Containers carry labels naming their run and runner. A killed runner's containers go
+three ways: a watchdog process beside the runner removes them when the runner dies (kill -9);
+any later runner on this host removes those of dead runners at its start; and a container exits
+on its own after `max_lifetime_s`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from docker.types import Mount
 from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError
-from hermes_runner.sandbox import docker_exec, docker_orphans
+from hermes_runner.sandbox import docker_exec, docker_orphans, docker_watchdog
 from hermes_runner.sandbox.base import ExecResult, OutputCap
 from hermes_runner.sandbox.docker_images import DirInfo, Probe, choose_user, find_image, probe
 from hermes_runner.sandbox.docker_pool import WarmPool
@@ -143,6 +144,7 @@ class DockerBackend:
         self._removals: set[asyncio.Future] = set()
         self._lock = threading.Lock()
         self._closing = False
+        self._watchdog: docker_watchdog.Watchdog | None = None
 
     @property
     def api(self) -> docker.APIClient:
@@ -174,7 +176,8 @@ class DockerBackend:
                 f"sandbox.backend=docker but the Docker engine is not reachable: {exc}. "
                 "Start dockerd (scripts/ci_docker_setup.sh does it on Debian) or set DOCKER_HOST."
             ) from None
-        await self.call(docker_orphans.reap, self.api, self.run_dir)
+        await self.call(docker_orphans.reap, self.api)
+        self._watchdog = await self.call(docker_watchdog.spawn, self.labels)
         refs = sorted(images)
         results = await asyncio.gather(*(self._image(ref) for ref in refs), return_exceptions=True)
         unavailable = {}
@@ -194,6 +197,8 @@ class DockerBackend:
             with contextlib.suppress(DockerException):
                 await self.call(docker_orphans.sweep, self.api, self.labels)
             await self.call(self.client.close)
+        if self._watchdog is not None:
+            await asyncio.to_thread(self._watchdog.stop)
         self._ctl.shutdown(wait=False, cancel_futures=True)
         self._io.shutdown(wait=False, cancel_futures=True)
 

@@ -16,14 +16,17 @@ from docker.utils.socket import frames_iter
 from hermes_runner.errors import ToolError
 from hermes_runner.sandbox.base import OutputCap
 
-# $1 = command, $2 = working dir. The first output line is the shell's pid (or "!nodir"), so a
-# timeout can kill exactly this command's process tree; stderr joins stdout in order.
-RUN_SCRIPT = """cd -- "$2" 2>/dev/null || { echo '!nodir'; exit 1; }
+# $1 = working dir; the command comes on stdin (never argv: a command of any size runs). The first
+# output line is the shell's pid (or "!nodir"), so a timeout can kill exactly this command's process
+# tree; stderr joins stdout in order. Run by bash when the image has it, else by sh.
+RUN_SCRIPT = """cd -- "$1" 2>/dev/null || { echo '!nodir'; exit 1; }
 echo "$$"
+__hr_cmd=$(cat)
 exec 2>&1 </dev/null
-[ -x /bin/bash ] && exec /bin/bash -c "$1"
-exec /bin/sh -c "$1"
+set --
+eval "unset __hr_cmd; $__hr_cmd"
 """
+PICK_SHELL = 's=$1; shift; [ -x /bin/bash ] && exec /bin/bash -c "$s" hermes-runner "$@"; exec /bin/sh -c "$s" hermes-runner "$@"'
 
 # $1 = pid: stop the tree top-down (a stopped process cannot fork), then kill it.
 KILL_SCRIPT = """k() {
@@ -67,13 +70,19 @@ def run_command(
     cap: OutputCap,
     on_pid: Callable[[int], None],
 ) -> int:
-    """Run `command` in `workdir`, feeding its output to `cap`; return its exit code."""
-    eid = api.exec_create(cid, _sh(RUN_SCRIPT, command, workdir), environment=env)["Id"]
-    stream = api.exec_start(eid, stream=True)
+    """Run `command` (sent on stdin) in `workdir`, feeding its output to `cap`; return its exit code."""
+    eid = api.exec_create(cid, _sh(PICK_SHELL, RUN_SCRIPT, workdir), environment=env, stdin=True)["Id"]
+    sock = api.exec_start(eid, socket=True)
+    raw = getattr(sock, "_sock", sock)
     first = bytearray()
     seen_first = False
     try:
-        for chunk in stream:
+        try:
+            raw.sendall(command.encode(errors="surrogateescape"))
+            raw.shutdown(socket.SHUT_WR)  # EOF: the whole command is in
+        except OSError:
+            pass  # the shell exited first (no workdir); its output says why
+        for _, chunk in frames_iter(sock, False):
             if seen_first:
                 cap.feed(chunk)
                 continue
@@ -89,7 +98,7 @@ def run_command(
                 on_pid(int(line))
             cap.feed(bytes(first[nl + 1 :]))
     finally:
-        stream.close()
+        sock.close()
     code = api.exec_inspect(eid)["ExitCode"]
     code = 1 if code is None else int(code)
     if not seen_first:  # the shell never ran

@@ -22,6 +22,7 @@ fi
 """
 
 REGULAR_UIDS = range(1000, 65534)  # 65534 is `nobody`
+NOBODY = (65534, 65534)  # "auto" on an image without a regular user: never root
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,8 @@ def choose_user(setting: str | None, image_user: str, found: Probe) -> tuple[str
     """(user for the container or None for the image's default, numeric uid, gid when known).
 
     "auto": the image's USER when it sets one; else the owner of a working directory the image
-    populates (so the task can edit its files); else the first regular user; else root.
+    populates (so the task can edit its files); else the first regular user; else nobody (65534),
+    never root by default.
     """
     workdir = found.workdir
     if setting is None or setting == "":
@@ -106,7 +108,7 @@ def choose_user(setting: str | None, image_user: str, found: Probe) -> tuple[str
             spec = f"{workdir.uid}:{workdir.gid}"
         else:
             regular = [(uid, gid) for _, uid, gid in found.passwd if uid in REGULAR_UIDS]
-            uid, gid = regular[0] if regular else (0, 0)
+            uid, gid = regular[0] if regular else NOBODY
             spec = f"{uid}:{gid}"
     else:
         spec = setting

@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from pathlib import Path
 
 import docker
 from docker.errors import APIError, NotFound
 
-from hermes_runner.sandbox.base import pid_alive
+from hermes_runner.sandbox.base import process_start, runner_alive
 
 log = logging.getLogger(__name__)
 
@@ -22,15 +21,6 @@ RUNNER_PID = f"{PREFIX}.runner-pid"
 RUNNER_START = f"{PREFIX}.runner-start"  # the pid's start time: a reused pid is not mistaken for the runner
 HOSTNAME = f"{PREFIX}.hostname"
 KEEP = f"{PREFIX}.keep"
-
-
-def process_start(pid: int) -> str | None:
-    """Start time of a process (clock ticks since boot), or None when it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
 
 
 def runner_labels(run_name: str, run_dir: str) -> dict[str, str]:
@@ -45,13 +35,6 @@ def runner_labels(run_name: str, run_dir: str) -> dict[str, str]:
     }
 
 
-def runner_alive(pid: int, start: str) -> bool:
-    if not Path("/proc/self/stat").exists():  # no procfs: trust the pid alone
-        return pid_alive(pid)
-    now = process_start(pid)
-    return now is not None and (not start or now == start)
-
-
 def remove(api: docker.APIClient, cid: str) -> None:
     """Remove a container and its anonymous volumes; gone already is fine."""
     try:
@@ -63,11 +46,14 @@ def remove(api: docker.APIClient, cid: str) -> None:
             raise
 
 
-def reap(api: docker.APIClient, run_dir: str) -> int:
-    """Remove containers of this run dir whose runner (on this host) is dead; return how many."""
+def reap(api: docker.APIClient) -> int:
+    """Remove every container (of any run dir) whose runner on this host is dead; return how many.
+
+    Any runner's start-up does this, so a killed runner's containers never wait for the same run dir.
+    """
     host = socket.gethostname()
     reaped = 0
-    for c in api.containers(all=True, filters={"label": f"{RUN_DIR}={run_dir}"}):
+    for c in api.containers(all=True, filters={"label": RUNNER_PID}):
         labels = c.get("Labels") or {}
         if labels.get(KEEP) == "1" or labels.get(HOSTNAME) != host:
             continue
@@ -77,7 +63,7 @@ def reap(api: docker.APIClient, run_dir: str) -> int:
         remove(api, c["Id"])
         reaped += 1
     if reaped:
-        log.warning("removed %d container(s) left behind by a killed runner of %s", reaped, run_dir)
+        log.warning("removed %d container(s) left behind by killed runners", reaped)
     return reaped
 
 

@@ -14,8 +14,10 @@ import asyncio
 import contextlib
 import functools
 import os
+import selectors
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 
@@ -45,15 +47,18 @@ async def run_command(
     limit: int,
     executor: Executor,
     check: Callable[[], None] | None = None,
+    stdin: bytes | None = None,
 ) -> tuple[int, str, bool]:
     """Run argv in a new session with stdout+stderr captured (capped at `limit`); kill its group at the end.
 
-    Returns (exit code, output, timed out); `check` runs first in the worker thread (and may raise).
+    `stdin` is the command's standard input (from a memory file, so input of any size never blocks
+    and never goes through argv); returns (exit code, output, timed out); `check` runs first in the
+    worker thread (and may raise).
     """
     if not PIDFD:
-        return await _run_asyncio(argv, env=env, cwd=cwd, timeout=timeout, limit=limit, check=check)
+        return await _run_asyncio(argv, env=env, cwd=cwd, timeout=timeout, limit=limit, check=check, stdin=stdin)
     loop = asyncio.get_running_loop()
-    start = functools.partial(_start, argv, env, cwd, check)
+    start = functools.partial(_start, argv, env, cwd, check, stdin)
     proc, pidfd = await loop.run_in_executor(executor, start)
     out = proc.stdout.fileno()
     cap = OutputCap(limit)
@@ -96,22 +101,94 @@ async def run_command(
     return (124 if timed_out else proc.returncode or 0), cap.text(), timed_out
 
 
+def input_file(data: bytes | None) -> int | None:
+    """A read-only-positioned memory file holding `data` (an fd to give as stdin), or None for no data."""
+    if data is None:
+        return None
+    fd = os.memfd_create("hermes-input", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _start(
-    argv: list[str], env: dict, cwd: str | None, check: Callable[[], None] | None
+    argv: list[str], env: dict, cwd: str | None, check: Callable[[], None] | None, stdin: bytes | None = None
 ) -> tuple[subprocess.Popen, int]:
     if check is not None:
         check()
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-    )
+    fd = input_file(stdin)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL if fd is None else fd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    finally:
+        if fd is not None:
+            os.close(fd)
     os.set_blocking(proc.stdout.fileno(), False)
     return proc, os.pidfd_open(proc.pid)
+
+
+def run_io(
+    argv: list[str], *, env: dict[str, str], cwd: str | None, stdin: bytes | None, max_out: int, timeout: float
+) -> tuple[int, bytes, str, bool]:
+    """Run a short helper (blocking): (exit code, stdout up to max_out + 1 bytes, stderr head, timed out).
+
+    For file reads and writes inside a sandbox: stdout is kept apart from stderr and read raw.
+    """
+    fd = input_file(stdin)
+    err = os.memfd_create("hermes-stderr", os.MFD_CLOEXEC)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL if fd is None else fd,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(err)
+        raise
+    finally:
+        if fd is not None:
+            os.close(fd)
+    out = bytearray()
+    timed_out = False
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + timeout
+            while len(out) <= max_out:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    timed_out = True
+                    break
+                chunk = os.read(proc.stdout.fileno(), READ_CHUNK)
+                if not chunk:
+                    break
+                out += chunk
+        _kill_group(proc.pid)
+        code = proc.wait()
+        os.lseek(err, 0, os.SEEK_SET)
+        stderr = os.read(err, 4096).decode(errors="replace")
+    finally:
+        _kill_group(proc.pid)
+        proc.stdout.close()
+        os.close(err)
+    return code, bytes(out[: max_out + 1]), stderr, timed_out
 
 
 def _kill_group(pid: int) -> None:
@@ -120,19 +197,31 @@ def _kill_group(pid: int) -> None:
 
 
 async def _run_asyncio(
-    argv: list[str], *, env: dict, cwd: str | None, timeout: float, limit: int, check: Callable[[], None] | None
+    argv: list[str],
+    *,
+    env: dict,
+    cwd: str | None,
+    timeout: float,
+    limit: int,
+    check: Callable[[], None] | None,
+    stdin: bytes | None = None,
 ) -> tuple[int, str, bool]:
     if check is not None:
         check()
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-    )
+    fd = input_file(stdin)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL if fd is None else fd,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    finally:
+        if fd is not None:
+            os.close(fd)
 
     async def read() -> str:
         cap = OutputCap(limit)

@@ -180,6 +180,17 @@ def parse_v4a(patch: str) -> list[dict]:
     return ops
 
 
+async def _delete(ctx: ToolContext, path: str) -> None:
+    """Delete one file in the sandbox; a file that is missing or cannot be removed is an error."""
+    q = shlex.quote(path)
+    res = await ctx.sandbox.run(
+        f"[ -d {q} ] && [ ! -L {q} ] && {{ echo 'is a directory' >&2; exit 1; }}; rm -- {q}", 30
+    )
+    if res.exit_code != 0 or res.timed_out:
+        reason = res.output.strip().rsplit(": ", 1)[-1] or f"exit code {res.exit_code}"
+        raise ToolError(f"cannot delete {path}: {reason}")
+
+
 async def _apply_v4a(ctx: ToolContext, args: dict) -> ToolResult:
     ops = parse_v4a(_str_arg(args, "patch"))
     diffs: list[str] = []
@@ -190,7 +201,7 @@ async def _apply_v4a(ctx: ToolContext, args: dict) -> ToolResult:
             await ctx.sandbox.write_file(path, after.encode())
             diffs.append(_diff(path, "", after))
         elif op["op"] == "delete":
-            await ctx.sandbox.run(f"rm -f -- {shlex.quote(path)}", 30)
+            await _delete(ctx, path)
             diffs.append(f"deleted {path}\n")
         else:
             before = text = await _read_text(ctx, path)
@@ -207,7 +218,7 @@ async def _apply_v4a(ctx: ToolContext, args: dict) -> ToolResult:
             target = op["move"] or path
             await ctx.sandbox.write_file(target, text.encode())
             if op["move"] and op["move"] != path:
-                await ctx.sandbox.run(f"rm -f -- {shlex.quote(path)}", 30)
+                await _delete(ctx, path)
             diffs.append(_diff(target, before, text))
     return ToolResult.of({"success": True, "diff": "".join(diffs)})
 
