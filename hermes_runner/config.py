@@ -444,6 +444,8 @@ VALUE_RULES: tuple[tuple[str, str], ...] = (
     ("reasoning.max_tokens", _AT_LEAST_1),
     ("sandbox.command_timeout_s", _POSITIVE),
     ("sandbox.max_output_chars", _AT_LEAST_1),
+    ("sandbox.local.pids_limit", _NON_NEGATIVE),
+    ("sandbox.local.cpus", _NON_NEGATIVE),
     ("sandbox.docker.cpus", _POSITIVE),
     ("sandbox.docker.pids_limit", _AT_LEAST_1),
     ("sandbox.docker.pool_size", _NON_NEGATIVE),

@@ -61,6 +61,7 @@ def test_typo_and_wrong_type_fail_before_any_model_call(server, tmp_path):
         ("sandbox.command_timeout_s=-1", "sandbox.command_timeout_s must be > 0, not -1"),
         ("sandbox.max_output_chars=-5", "sandbox.max_output_chars must be >= 1, not -5"),
         ("sandbox.docker.pids_limit=0", "sandbox.docker.pids_limit must be >= 1, not 0"),
+        ("sandbox.local.pids_limit=-1", "sandbox.local.pids_limit must be >= 0, not -1"),
         ("model.max_retries=-1", "model.max_retries must be >= 0, not -1"),
         ("shard.index=3", "shard.index must be in [0, shard.count)"),
     ],

@@ -223,8 +223,6 @@ class LocalBackend:
             memory = parse_size(o.mem_limit)
         except ValueError as exc:
             raise ConfigError(f"sandbox.local.mem_limit: {exc}") from None
-        if o.pids_limit < 0 or o.cpus < 0:
-            raise ConfigError("sandbox.local.pids_limit and sandbox.local.cpus must be >= 0")
         if not 0 < o.uid_base < 2**32 - UIDS_PER_RUNNER * 100_000:
             raise ConfigError(f"sandbox.local.uid_base is out of range: {o.uid_base}")
         self.limits = Limits(o.pids_limit, memory, o.cpus)
