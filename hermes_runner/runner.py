@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from hermes_runner import distributions, estimate, hermes_import, sharegpt
+from hermes_runner import distributions, estimate, fastjson, hermes_import, sharegpt
 from hermes_runner import services as tool_services
 from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.budget import CURRENT_PROMPT, RunBudget
@@ -461,9 +461,14 @@ class Run:
         )
         handles: dict[str, int] = {}
 
+        foreign, layout = self.state.foreign, self.cfg.output.layout
+
         def lines() -> Iterator[bytes]:
-            for index, _, ref in refs:
+            for index, key, ref in refs:
                 line = self.store.read_entry(ref, handles)
+                if ref.file in foreign:  # the original runner's line: our keys and types, so the file loads as one
+                    row = sharegpt.conform(fastjson.loads(line), key=key, tool_names=self.fill, layout=layout)
+                    line = dumps_line(row)
                 yield line if index == ref.index else with_prompt_index(line, index)
 
         try:

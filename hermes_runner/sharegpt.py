@@ -199,6 +199,63 @@ def entry(
     }
 
 
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _timestamp(value: object) -> str:
+    """An ISO 8601 time as `entry` writes it (UTC, seconds); a naive time is taken as the machine's local time."""
+    try:
+        t = datetime.fromisoformat(str(value))
+    except ValueError:
+        return datetime.fromtimestamp(0, UTC).isoformat(timespec="seconds")
+    return t.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def conform(row: dict, *, key: str, tool_names: list[str], layout: OutputLayout = OutputLayout.hermes) -> dict:
+    """Another runner's trajectory (the original Hermes runner's batch line) with the keys and types of `entry`.
+
+    Its turns keep `from` and `value` (the text form of its calls); its tool counts are taken for the tools in
+    `tool_names` (the original line stays as it was in its own batch file)."""
+    meta = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+    turns = []
+    for t in row.get("conversations") or ():
+        if isinstance(t, dict):
+            turn: dict = {"from": str(t.get("from", "")), "value": str(t.get("value") or "")}
+            if layout == OutputLayout.structured:
+                turn["tool_calls"] = []
+            turns.append(turn)
+    stats_in = row.get("tool_stats") if isinstance(row.get("tool_stats"), dict) else {}
+    errors_in = row.get("tool_error_counts") if isinstance(row.get("tool_error_counts"), dict) else {}
+    stats = {}
+    for name in tool_names:
+        t = stats_in.get(name) if isinstance(stats_in.get(name), dict) else {}
+        stats[name] = {k: _int(t.get(k)) for k in ("count", "success", "failure")}
+    extra = {k: v for k, v in meta.items() if k not in ("batch_num", "timestamp", "model", "image", "cwd")}
+    return {
+        "prompt_index": _int(row.get("prompt_index")),
+        "conversations": turns,
+        "metadata": {
+            "batch_num": _int(meta.get("batch_num")),
+            "timestamp": _timestamp(meta.get("timestamp")),
+            "model": str(meta.get("model") or ""),
+            "prompt_key": key,
+            "image": str(meta.get("image") or ""),
+            "cwd": str(meta.get("cwd") or ""),
+            "row_fields": json.dumps(extra, ensure_ascii=False, sort_keys=True, default=str),
+        },
+        "completed": bool(row.get("completed")),
+        "partial": bool(row.get("partial")),
+        "stop_reason": str(row.get("stop_reason") or ("final_answer" if row.get("completed") else "")),
+        "discard_reason": "",
+        "api_calls": _int(row.get("api_calls")),
+        "toolsets_used": [str(t) for t in row.get("toolsets_used") or () if isinstance(t, str)],
+        "tool_stats": stats,
+        "tool_error_counts": {name: _int(errors_in.get(name)) for name in tool_names},
+        "usage": {k: (0.0 if k == "cost_usd" else 0) for k in Usage().as_dict()},
+    }
+
+
 # -- the HF `datasets` features of these rows (written beside them as dataset_features.json) --------
 
 

@@ -178,6 +178,7 @@ class LedgerState:
     records: int = 0
     next_batch: int = 0
     attempts: set[tuple[str, int]] = field(default_factory=set)  # (key, invocation) of every record
+    foreign: set[str] = field(default_factory=set)  # files of imported trajectories (another runner's layout)
 
 
 @dataclass
@@ -309,6 +310,8 @@ class RunStore:
                     state.terminal[key] = Ref(
                         status, fname, rec["offset"], rec["length"], rec["index"], rec.get("batch", -1)
                     )
+                    if rec.get("imported"):
+                        state.foreign.add(fname)
                     state.failed.pop(key, None)
                 elif status == "failed":
                     state.failed[key] = rec

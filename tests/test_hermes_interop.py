@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import datasets
 import pytest
 
 from hermes_runner.dataset import read_prompts
@@ -151,6 +152,15 @@ def hermes_dir(tmp_path_factory, _server) -> Path:
 ORIGINAL_FILES = ("checkpoint.json", "statistics.json", "trajectories.jsonl")  # the files our runner rewrites
 
 
+def _shape(value: object) -> object:
+    """The keys and JSON types of a row, recursively (lists by their first element)."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []
+    return type(value).__name__
+
+
 def snapshot(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}
 
@@ -178,8 +188,18 @@ def test_hermes_run_dir_resumes_here_without_paying_again(make_cfg, tmp_path, ru
     keys = {p.index: p.key for p in read_prompts(ds)}
     imported = {r["index"]: r["key"] for r in read_jsonl(run_dir / "ledger.jsonl") if r.get("imported")}
     assert imported == {i: keys[i] for i in range(5)}  # each to its own row, the repeated prompt's two included
-    their_lines = {json.dumps(e, sort_keys=True) for e in read_jsonl(hermes_dir / "trajectories.jsonl")}
-    assert their_lines <= {json.dumps(e, sort_keys=True) for e in merged}
+    # Their rows in our keys and types (the same turns; their lines stay verbatim in their batch files), so the
+    # whole file loads as one dataset, with the features the run wrote beside it.
+    theirs_by_index = {e["prompt_index"]: e for e in read_jsonl(hermes_dir / "trajectories.jsonl")}
+    turns = lambda e: [(t["from"], t["value"]) for t in e["conversations"]]  # noqa: E731
+    for e in merged[:4]:
+        assert turns(e) == turns(theirs_by_index[e["prompt_index"]]) and e["metadata"]["prompt_key"] in keys.values()
+    assert len({json.dumps(_shape(e)) for e in merged}) == 1, [_shape(e) for e in merged]
+    loaded = datasets.load_dataset(
+        "json", data_files=str(run_dir / "trajectories.jsonl"), split="train", cache_dir=str(tmp_path / "hf")
+    )
+    written = json.loads((run_dir / "dataset_features.json").read_text())
+    assert loaded.num_rows == 5 and loaded.features.to_dict() == written
     ckpt = json.loads((run_dir / "checkpoint.json").read_text())
     assert ckpt["completed_prompts"] == [0, 1, 2, 3, 4, 5] and ckpt["discarded_prompts"] == [2]
     calls = len(server.requests)
