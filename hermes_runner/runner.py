@@ -27,7 +27,7 @@ from hermes_runner.plan import Plan, make_plan, pending
 from hermes_runner.progress import RunProgress
 from hermes_runner.ratelimit import EndpointLimiter
 from hermes_runner.sandbox import make_backend
-from hermes_runner.serve import serving
+from hermes_runner.serve import check_model, serving
 from hermes_runner.session import Failure, Outcome
 from hermes_runner.stats import RunStats
 from hermes_runner.store import (
@@ -134,6 +134,7 @@ class Run:
             raise ConfigError(f"max_turns must be >= 1, not {cfg.max_turns}")
         if not 0 <= cfg.shard.index < cfg.shard.count:
             raise ConfigError(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
+        check_model(cfg.model)  # conflicting model options stop here; a served file names the model
         distributions.validate(cfg.distribution, toolset_names())
         self.toolsets_dropped = tool_services.check_toolsets(cfg)
         self.prefill = load_prefill(cfg.prefill_messages_file)

@@ -183,7 +183,7 @@ def test_quickstart_end_to_end(local_model, tmp_path):
     assert used == dict(calls)
     for t in stats["tool_statistics"].values():
         assert t["success"] + t["failure"] == t["count"]
-    assert stats["usage"]["completion_tokens"] > 0 and stats["model"] == "smollm2-135m-instruct"
+    assert stats["usage"]["completion_tokens"] > 0 and stats["model"] == "SmolLM2-135M-Instruct.Q4_1"
 
     pids = guard_pids(run_dir)
     assert len(pids) == 1 and not alive(pids[0])  # the server stopped with the run
