@@ -106,6 +106,15 @@ def test_named_tool_none_and_max_tokens(llm):
     assert out["usage"]["completion_tokens"] <= 12  # max_tokens bounds every reply
 
 
+def test_no_max_tokens_means_no_limit(llm):
+    """A request without max_tokens is not cut at create_completion's default of 16 tokens."""
+    msgs = [SYSTEM, {"role": "user", "content": "Write a short poem about the sea into the file sea.txt."}]
+    out = llm.create_chat_completion(messages=msgs, tools=TOOLS, tool_choice="required", temperature=0.2, seed=1)
+    choice = out["choices"][0]
+    assert out["usage"]["completion_tokens"] > 16 and choice["finish_reason"] == "tool_calls", out
+    assert json.loads(choice["message"]["tool_calls"][0]["function"]["arguments"])
+
+
 def test_tool_results_reach_the_prompt():
     call = {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "date"}'}}
     prompt = llama_server.render(
@@ -189,6 +198,23 @@ def test_quickstart_end_to_end(local_model, tmp_path):
 
     pids = guard_pids(run_dir)
     assert len(pids) == 1 and not alive(pids[0])  # the server stopped with the run
+
+
+@pytest.mark.slow
+def test_python_run_py_with_no_overrides_keeps_trajectories(local_model, tmp_path):
+    """The defaults fit the default model: SmolLM2 brings its filters and max_tokens, and is recorded by name.
+    (Two prompts of two turns keep it short; model, filters and max_tokens are the defaults.)"""
+    run_dir = tmp_path / "run"
+    res = run_cli("max_samples=2", "max_turns=2", f"hydra.run.dir={run_dir}", "progress=false", timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    rows = read_jsonl(run_dir / "trajectories.jsonl")
+    assert len(rows) == 2  # kept, though SmolLM2 writes no reasoning
+    assert all(row["metadata"]["model"] == "SmolLM2-135M-Instruct.Q4_1" for row in rows)
+    calls = [c for row in rows for turn in row["conversations"] if turn["from"] == "gpt" for c in turn["tool_calls"]]
+    assert calls  # whole calls, not cut at 16 tokens
+    stats = json.loads((run_dir / "statistics.json").read_text())
+    assert stats["model"] == "SmolLM2-135M-Instruct.Q4_1" and stats["discarded_by_reason"] == {}
+    assert json.loads((run_dir / "run.json").read_text())["data_config"]["max_tokens"] == 256
 
 
 @pytest.mark.slow
