@@ -17,9 +17,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   if [ -n "$pkgs" ]; then
     echo "[setup] installing system packages for the tests: $pkgs"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
     # shellcheck disable=SC2086
-    apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends $pkgs >/dev/null ||
+      echo "[setup] apt-get could not install $pkgs (above)" >&2
   fi
   if ! sysreq ready docker; then
     scripts/ci_docker_setup.sh || echo "[setup] the Docker set-up failed (above); the Docker tests will fail" >&2
