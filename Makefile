@@ -3,12 +3,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: run test setup setup-dev setup-local bench clean
+.PHONY: run test setup setup-dev setup-local setup-system bench clean
 
 run: setup-local        ## run the default job on the embedded model (offline, no key)
 	$(PY) run.py +experiment=quickstart $(ARGS)
 
-test: setup-dev setup-local  ## run the test suite
+test: setup-dev setup-local setup-system  ## run the test suite (set-up included: packages, services, images)
 	$(PY) -m pytest $(ARGS)
 
 setup:
@@ -19,6 +19,9 @@ setup-dev:
 
 setup-local:
 	scripts/setup.sh local
+
+setup-system:           ## what the tests need from the machine: bubblewrap, Chromium, Docker + test images
+	scripts/setup_system.sh
 
 bench: setup-dev        ## throughput benchmark (prints ratios against the ideal)
 	$(PY) -m bench.throughput $(ARGS)

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig, RunConfig, check, check_keys
+from hermes_runner.discards import NOTHING_KEPT, nothing_kept
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, StorageFull
 from hermes_runner.manifest import end_invocation, start_invocation
 from hermes_runner.plan import Plan
@@ -90,11 +91,6 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
         )
     if stats["discarded_by_reason"]:
         console.print("  discarded: " + ", ".join(f"{k} {v}" for k, v in stats["discarded_by_reason"].items()))
-        if stats["discarded_by_reason"].get("no_reasoning") and not p["ok"]:
-            console.print(
-                "  (the model wrote no reasoning in any turn: filters.require_reasoning=false keeps such trajectories;"
-                " the discarded ones are in discarded.jsonl)"
-            )
     if stats["failed_by_error"]:
         console.print("  failed: " + ", ".join(f"{k} {v}" for k, v in stats["failed_by_error"].items()))
     table = Table(title="Tool use (kept trajectories)")
@@ -120,7 +116,7 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
 def run_job(dcfg: DictConfig) -> int:
     """Run one Hydra job; in a single run exit with 0 (done), 1 (some prompts failed), 2 (bad input or
     config), 3 (stopped by a budget), 4 (the endpoint refused connections or credentials), 5 (the run dir could not
-    be written, e.g. a full disk), 130 (interrupted)."""
+    be written, e.g. a full disk), 6 (prompts ran but every trajectory was discarded), 130 (interrupted)."""
     logging.raiseExceptions = False  # a log file on a full disk must not print a traceback per line
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     code = _run_job(dcfg)
@@ -253,4 +249,7 @@ def _invocation(
             f"[yellow]Stopped by budget[/]: {run.budget_stop}. Run the same command with a higher limit to continue."
         )
         return 3, stats
+    if (warning := nothing_kept(stats)) is not None:
+        log.error("%s", warning)
+        return NOTHING_KEPT, stats
     return (1 if stats["prompts"]["failed"] else 0), stats

@@ -51,12 +51,16 @@ class HallucinatedToolPolicy(str, Enum):
     keep = "keep"  # keep it; the failed call is still counted in tool_stats
 
 
+SERVED = "served"  # model.base_url (and model.name) of a config that serves its own model: filled in at start
+
+
 @dataclass
 class ServeConfig:
     """A model server the runner starts as a child process (embedded/local models)."""
 
     enabled: bool = False
-    # Command to start the server; `{port}`, `{host}`, `{model_path}`, `{name}` (model.name) and
+    # Command to start the server; `{port}`, `{host}`, `{model_path}`, `{name}` (the served model's
+    # name: the model file's name when it serves one, else model.name) and
     # `{python}` (this interpreter) are substituted.
     command: list[str] = field(default_factory=list)
     # Path of a GGUF/weights file; `pkg:<dist>/<relpath>` looks it up in site-packages.
@@ -90,8 +94,8 @@ class RateLimitConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = MISSING  # model id sent to the endpoint
-    base_url: str = MISSING
+    name: str = MISSING  # model id sent to the endpoint; `served`: the served model file's name
+    base_url: str = MISSING  # `served`: the URL of the server this config starts (serve.enabled)
     api_key_env: str | None = None  # name of the env var holding the key (never the key)
     reasoning_api: ReasoningApi = ReasoningApi.openrouter
     temperature: float | None = None
@@ -104,6 +108,7 @@ class ModelConfig:
     stream: bool = False  # stream replies (SSE); the trajectories are the same either way
     tool_choice: str | None = None  # sent with the tools: auto | required | none (None: endpoint default)
     tool_choice_turns: int | None = None  # send tool_choice only on the first N calls of a prompt (None: every call)
+    default_max_tokens: int | None = None  # the run's max_tokens when it sets none (conf/config.yaml)
     extra_body: dict[str, Any] = field(default_factory=dict)
     default_headers: dict[str, str] = field(default_factory=dict)
     serve: ServeConfig = field(default_factory=ServeConfig)
@@ -557,3 +562,4 @@ def register_configs() -> None:
     cs.store(group="sandbox", name="sandbox_schema", node=SandboxConfig)
     cs.store(group="executor", name="executor_schema", node=ExecutorConfig)
     cs.store(group="tools", name="tools_schema", node=ToolsConfig)
+    cs.store(group="filters", name="filters_schema", node=FiltersConfig)

@@ -152,6 +152,8 @@ def handler(llama, messages, tools=None, tool_choice=None, functions=None, funct
         "logprobs",
     }
     args = {k: v for k, v in kw.items() if k in accepted and v is not None}
+    # No max_tokens in the request means no limit (the OpenAI API's meaning), not create_completion's 16.
+    args["max_tokens"] = kw.get("max_tokens") or -1
     stop = args.get("stop") or []
     args["stop"] = [*([stop] if isinstance(stop, str) else stop), "<|im_end|>"]
     done = llama.create_completion(

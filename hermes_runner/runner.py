@@ -27,7 +27,7 @@ from hermes_runner.progress import RunProgress
 from hermes_runner.ratelimit import EndpointLimiter
 from hermes_runner.redact import Redactor
 from hermes_runner.sandbox import make_backend
-from hermes_runner.serve import serving
+from hermes_runner.serve import check_model, serving
 from hermes_runner.session import Failure, Outcome
 from hermes_runner.stats import RunStats
 from hermes_runner.store import (
@@ -147,6 +147,7 @@ class Run:
 
     def prepare(self) -> Plan:
         cfg = self.cfg  # its values passed config.check before this Run was made
+        check_model(cfg.model)  # conflicting model options stop here; a served file names the model
         distributions.validate(cfg.distribution, toolset_names())
         self.toolsets_dropped = tool_services.check_toolsets(cfg)
         self.fill = stats_names(set(cfg.distribution.toolsets) - set(self.toolsets_dropped))  # tool_stats keys

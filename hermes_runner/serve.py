@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 
-from hermes_runner.config import ModelConfig
+from hermes_runner.config import SERVED, ModelConfig
 from hermes_runner.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -55,12 +55,65 @@ def resolve_model_path(spec: str) -> Path:
     return path
 
 
+def serves_file(model: ModelConfig) -> bool:
+    """Whether the model's server serves a weights file named by model.serve.model_path (llama.cpp)."""
+    s = model.serve
+    return s.enabled and bool(s.model_path) and any("{model_path}" in part for part in s.command)
+
+
+def served_model_name(model: ModelConfig) -> str:
+    """The name a served model answers to and is recorded under: a served file's name without its
+    suffix (`SmolLM2-135M-Instruct.Q4_1`), else model.name (the model a server such as vLLM loads)."""
+    return resolve_model_path(model.serve.model_path).stem if serves_file(model) else model.name
+
+
+def check_model(model: ModelConfig) -> None:
+    """Refuse model options that a config serving its own model would ignore; name a served file's model.
+
+    A config with model.serve.enabled starts its own server (model.base_url is `served`): a URL given
+    there would be ignored, so it is refused with the config group to use instead. A served weights
+    file names the model: any other model.name would label the data with a model that never wrote it.
+    Sets model.name to the served model's name, which every trajectory's metadata.model then records.
+    """
+    s = model.serve
+    if not s.enabled:
+        if model.base_url == SERVED:
+            raise ConfigError(
+                "model.base_url=served but this model config starts no server (model.serve.enabled=false): "
+                "set model.base_url=<the URL of your server>, or model.serve.enabled=true"
+            )
+        if model.name == SERVED:
+            raise ConfigError(
+                f"model.name=served names the model of a served file, but nothing is served here: set "
+                f"model.name=<the model id {model.base_url} expects>"
+            )
+        return
+    if model.base_url != SERVED:
+        raise ConfigError(
+            f"model.base_url={model.base_url} conflicts with a model config that serves its own model "
+            "(model.serve.enabled=true; it would start its server and ignore the URL). To call the server "
+            f"at that URL, choose the group for it: model=local_server model.base_url={model.base_url} "
+            "model.name=<the model it serves>. To start this config's server, model.base_url must be `served`."
+        )
+    if serves_file(model):
+        name = served_model_name(model)
+        if model.name not in (SERVED, name):
+            raise ConfigError(
+                f"model.name={model.name} conflicts with this model config, which serves the file "
+                f"{resolve_model_path(s.model_path)}: the model is called {name} (its file name) in the "
+                "requests and in every trajectory. Leave model.name unset (pick another file with "
+                f"model.serve.model_path=...), or, to call a model named {model.name} on a server you run, "
+                f"use model=local_server model.base_url=<its URL> model.name={model.name}"
+            )
+        model.name = name
+
+
 def server_argv(model: ModelConfig, port: int) -> list[str]:
     """The server command with its placeholders filled in."""
     s = model.serve
     if not s.command:
         raise ConfigError("model.serve.enabled=true needs model.serve.command")
-    subs = {"port": str(port), "host": s.host, "python": sys.executable, "name": model.name}
+    subs = {"port": str(port), "host": s.host, "python": sys.executable, "name": served_model_name(model)}
     if s.model_path:
         subs["model_path"] = str(resolve_model_path(s.model_path))
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -17,10 +18,53 @@ from omegaconf import OmegaConf
 from hermes_runner.cli import execute_run
 from hermes_runner.config import RunConfig, register_configs
 from hermes_runner.scripted_server import ScriptedServer
+from tests.helpers import system
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 register_configs()
+
+
+# -- what the machine must provide (tests/helpers/system.py; `make test` installs it as root) --------------
+# A test marked @pytest.mark.docker / browser / bwrap, or a fixture calling require(name), fails with the
+# missing piece and how to install it; HERMES_SKIP_DOCKER=1 (..._BROWSER, ..._BWRAP) makes it skip instead.
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for req in system.REQUIREMENTS:
+        config.addinivalue_line("markers", f"{req.name}: needs {req.purpose} ({req.opt_out}=1 skips)")
+
+
+@functools.cache
+def _missing(name: str) -> str | None:
+    req = system.BY_NAME[name]
+    return system.explain(req, missing) if (missing := req.missing()) else None
+
+
+def require(name: str) -> None:
+    """Fail the current test (or skip it, when its opt-out variable is set) if requirement `name` is missing."""
+    req = system.BY_NAME[name]
+    if req.opted_out():
+        pytest.skip(f"{req.opt_out}=1: {req.purpose} not required")
+    if (msg := _missing(name)) is not None:
+        pytest.fail(msg, pytrace=False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for req in system.REQUIREMENTS:
+        if item.get_closest_marker(req.name):
+            require(req.name)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = []
+    for req in system.REQUIREMENTS:
+        if req.opted_out():
+            lines.append(f"system: {req.name} tests skip ({req.opt_out}=1)")
+        elif (msg := _missing(req.name)) is not None:
+            lines.append(f"system: MISSING {req.name}, its tests will fail: {msg}")
+    return lines or ["system: bubblewrap, Chromium, Docker and the test images are all there"]
 
 
 @pytest.fixture(scope="session")

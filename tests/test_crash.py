@@ -141,6 +141,7 @@ def test_second_ctrl_c_exits_at_once(server, tmp_path):
         run_dir,
         "num_workers=4",
         "model.serve.enabled=true",
+        "model.base_url=served",
         "model.serve.stop_timeout_s=5",
         serve,
     )

@@ -1,7 +1,7 @@
 """The Docker sandbox on a real engine: per-row images, isolation, cleanup in every ending.
 
-Needs dockerd and local/busybox:ci (scripts/ci_docker_setup.sh). Without them the tests skip,
-unless HERMES_REQUIRE_DOCKER=1 (set by .ci/run), where they fail.
+Needs dockerd and local/busybox:ci (scripts/ci_docker_setup.sh, run by `make test` as root). Without
+them the tests fail with how to install them, unless HERMES_SKIP_DOCKER=1, where they skip.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from hermes_runner.errors import ToolError
 from hermes_runner.sandbox import docker_orphans
 from hermes_runner.sandbox.docker import DockerBackend
 
-from conftest import ROOT, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
+from conftest import ROOT, base_overrides, read_jsonl, require, run_inprocess, script, write_jsonl
 
 pytestmark = pytest.mark.docker
 
@@ -41,19 +41,16 @@ DOCKERFILES = {
 
 @pytest.fixture(scope="session")
 def engine():
-    """A docker client with the test images built; skip (or fail in CI) without an engine."""
+    """A docker client with the test images built; fails without an engine (HERMES_SKIP_DOCKER=1: skips)."""
     import docker
 
-    required = os.environ.get("HERMES_REQUIRE_DOCKER") == "1"
+    require("docker")
     try:
         client = docker.from_env(timeout=60)
         client.ping()
         client.images.get(BASE)
     except Exception as exc:  # noqa: BLE001 - DockerException, ConnectionError, ImageNotFound
-        msg = f"no usable Docker engine ({exc}); run scripts/ci_docker_setup.sh"
-        if required:
-            pytest.fail(f"HERMES_REQUIRE_DOCKER=1 but {msg}")
-        pytest.skip(msg)
+        pytest.fail(f"no usable Docker engine ({exc}); run scripts/ci_docker_setup.sh", pytrace=False)
     for tag, dockerfile in DOCKERFILES.items():
         client.images.build(
             fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True, network_mode="none"

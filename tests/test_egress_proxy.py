@@ -7,8 +7,6 @@ import asyncio
 import pytest
 from tool_harness import call, make_tools_cfg, run_tools
 
-from hermes_runner.config import BrowserConfig
-from hermes_runner.services.browser import find_chromium
 from hermes_runner.services.egress import EgressProxy
 
 
@@ -52,7 +50,7 @@ def test_forwards_http_and_tunnels_connect_to_allowed_addresses(local_site):
     assert refused == [f"127.0.0.2:{local_site.port}", "127.0.0.3:9"]
 
 
-@pytest.mark.skipif(find_chromium(BrowserConfig()) is None, reason="chromium is not installed")
+@pytest.mark.browser
 def test_chromium_traffic_is_checked_hop_by_hop(server, local_site, tmp_path):
     cfg = make_tools_cfg(server, local_site, tmp_path, "tools.allow_private_urls=false")
     target = f"http://127.0.0.2:{local_site.port}/form.html"  # the same site, on an address the policy refuses

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import pytest
+
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig
 from hermes_runner.tools.registry import NOT_IN_HERMES, tool_names, tools_for
@@ -89,6 +91,7 @@ def test_toolset_sampling_is_seeded_per_prompt():
     assert distributions.sample(none, 0, "x") in (["file"],)
 
 
+@pytest.mark.browser  # balanced draws browser too
 def test_toolsets_used_are_recorded_and_offered(make_cfg, tmp_path, run_dir, server):
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}"} for i in range(30)])
     run_inprocess(make_cfg("distribution=balanced", dataset=ds), run_dir)

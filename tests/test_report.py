@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import subprocess
@@ -27,10 +26,10 @@ from hermes_runner.report import build_report
 from hermes_runner.report import main as report_main
 from hermes_runner.scripted_server import ScriptedServer
 
-from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, run_cli, run_inprocess, script, write_jsonl
+from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, require, run_cli, run_inprocess, script, write_jsonl
 
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 CHROME_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -51,8 +50,7 @@ def sample(_server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
-    if not os.access(CHROMEDRIVER, os.X_OK):
-        pytest.fail("Chromium is needed: apt-get install chromium chromium-driver (.ci/run does it)")
+    require("browser")
     opts = webdriver.ChromeOptions()
     for flag in CHROME_FLAGS:
         opts.add_argument(flag)

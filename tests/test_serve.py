@@ -33,6 +33,7 @@ def served_args(tmp_path: Path, dataset: Path, argv: list[str], *extra: str) -> 
     return [
         "model=local_server",
         "model.serve.enabled=true",
+        "model.base_url=served",
         command_override(argv),
         "model.retry_initial_wait_s=0.01",
         "progress=false",
@@ -187,8 +188,8 @@ def test_ctrl_c_while_server_starts(tmp_path):
     ("config", "expected"),
     [
         ("vllm_serve", ["vllm", "serve", "Qwen/Qwen3-8B", "--host", "127.0.0.1", "--port", "4321"]),
-        ("llama_server", ["llama-server", "--model", "{gguf}", "--alias", "local-gguf", "--host", "127.0.0.1"]),
-        ("gguf", ["{python}", "-m", "hermes_runner.llama_server", "--model", "{gguf}", "--model_alias", "local-gguf"]),
+        ("llama_server", ["llama-server", "--model", "{gguf}", "--alias", "m", "--host", "127.0.0.1"]),
+        ("gguf", ["{python}", "-m", "hermes_runner.llama_server", "--model", "{gguf}", "--model_alias", "m"]),
     ],
 )
 def test_shipped_server_configs_fill_their_commands(config, expected, tmp_path, monkeypatch):

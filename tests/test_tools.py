@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -16,8 +15,6 @@ from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.sandbox.local import LocalBackend
 from hermes_runner.tools.registry import ToolContext, all_tools, tool_names, tools_for
-
-HAS_BWRAP = shutil.which("bwrap") is not None
 
 
 class Box:
@@ -121,7 +118,7 @@ def test_sandbox_env_carries_no_secrets(box, monkeypatch):
     assert "sk-should-not-leak" not in out["output"] and "HOME=" in out["output"]
 
 
-@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed")
+@pytest.mark.bwrap
 def test_bubblewrap_confines_commands(box):
     out, _ = box("terminal", command="touch /etc/hr-test 2>&1; echo ok > here.txt; cat here.txt")
     assert "Read-only file system" in out["output"]

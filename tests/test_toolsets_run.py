@@ -104,6 +104,7 @@ def _chromium_children() -> list[psutil.Process]:
     return [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("dist", [d.name for d in load_distributions()])
 def test_every_distribution_runs_with_real_tools(dist, make_cfg, tmp_path, run_dir, server, local_site):
     calls = _one_call_per_toolset(local_site)
