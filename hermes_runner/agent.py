@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ToolError
-from hermes_runner.model import ChatModel
+from hermes_runner.model import ChatModel, Completion
 from hermes_runner.tools.registry import Tool, ToolContext, ToolResult
 from hermes_runner.usage import Usage
 
@@ -50,7 +50,16 @@ class SessionResult:
     tool_calls: list[tuple[str, bool]] = field(default_factory=list)  # (tool name, ok) in call order
     usage: Usage = field(default_factory=Usage)
     retries: int = 0
+    model: str = ""  # the model that answered the last call, as its reply says ("" when replies do not say)
     duration_s: float = 0.0
+
+
+def _count(res: SessionResult, reply: Completion) -> None:
+    """What one answered call adds to the session: the call, its retries and usage, the model that answered."""
+    res.api_calls += 1
+    res.retries += reply.retries
+    res.usage.add(reply.usage)
+    res.model = reply.model or res.model
 
 
 class Agent:
@@ -77,9 +86,7 @@ class Agent:
         try:
             for _ in range(self.s.max_turns):
                 reply = await self.model.complete(head + res.history, schemas)
-                res.api_calls += 1
-                res.retries += reply.retries
-                res.usage.add(reply.usage)
+                _count(res, reply)
                 msg = reply.message
                 res.history.append(msg)
                 if reply.finish_reason == "length":
@@ -127,9 +134,7 @@ class Agent:
             except Exception as exc:  # noqa: BLE001 - the trajectory is kept either way, trimmed
                 log.warning("[P%d] final summary call failed (%s): trimming instead", res.prompt.index, exc)
             else:
-                res.api_calls += 1
-                res.retries += reply.retries
-                res.usage.add(reply.usage)
+                _count(res, reply)
                 msg = {k: v for k, v in reply.message.items() if k != "tool_calls"}
                 if (msg.get("content") or "").strip():
                     res.history.append(msg)

@@ -63,6 +63,7 @@ class Completion:
     finish_reason: str | None
     usage: Usage
     retries: int = 0
+    model: str = ""  # the model the reply says answered (a router may pick another than the one asked for)
 
 
 class ChatModel(Protocol):
@@ -168,7 +169,10 @@ def parse_completion(body: dict) -> Completion:
         total_tokens=int(u.get("total_tokens") or pt + ct),
         cost_usd=float(u.get("cost") or 0.0),
     )
-    return Completion(msg, choice.get("finish_reason"), usage)
+    answered_by = body.get("model")
+    return Completion(
+        msg, choice.get("finish_reason"), usage, model=answered_by if isinstance(answered_by, str) else ""
+    )
 
 
 class StreamAccumulator:
@@ -181,11 +185,14 @@ class StreamAccumulator:
         self.finish_reason: str | None = None
         self.usage: dict | None = None
         self.choices = 0  # chunks that carried a choice
+        self.model: str | None = None  # the model that answered, as the chunks say
 
     def add(self, chunk: dict) -> None:
         """Take one chunk (the SDK's stream has already raised for a chunk that carries an `error`)."""
         if chunk.get("usage"):
             self.usage = chunk["usage"]
+        if isinstance(chunk.get("model"), str) and chunk["model"]:
+            self.model = chunk["model"]
         for choice in chunk.get("choices") or []:
             if choice.get("index", 0) != 0:
                 continue
@@ -227,7 +234,8 @@ class StreamAccumulator:
             msg["reasoning_details"] = [self.details[i] for i in sorted(self.details)]
         if self.calls:
             msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
-        return {"choices": [{"message": msg, "finish_reason": self.finish_reason}], "usage": self.usage}
+        choice = {"message": msg, "finish_reason": self.finish_reason}
+        return {"choices": [choice], "usage": self.usage, **({"model": self.model} if self.model else {})}
 
 
 def _merge(acc: dict, delta: dict, concat: tuple[str, ...]) -> None:

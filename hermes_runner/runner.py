@@ -349,7 +349,7 @@ class Run:
             entry = sharegpt.entry(
                 outcome,
                 batch_num=batch,
-                model=cfg.model.name,
+                model=outcome.model or cfg.model.name,  # the model that answered, as its replies say
                 tool_names=self.fill,
                 system_prompt=cfg.system_prompt,
                 layout=cfg.output.layout,

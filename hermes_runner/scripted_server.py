@@ -6,7 +6,8 @@ The reply to each chat-completions request depends on the conversation so far:
   turn (turn = number of assistant messages already in the request). A step may hold
   ``content``, ``tool_calls`` (``[{"name", "arguments" (object or raw string)}]``),
   ``reasoning`` with ``reasoning_field`` (reasoning | reasoning_content | reasoning_details
-  | think | scratchpad), ``finish_reason``, ``sleep`` (seconds), ``usage``, ``cost``, and
+  | think | scratchpad), ``finish_reason``, ``sleep`` (seconds), ``usage``, ``cost``, ``model`` (the
+  model the reply says answered, as a router like OpenRouter's ``openrouter/auto`` reports it), and
   ``fail``: a list of error replies (``{"status", "retry_after", "message"}``) returned
   for the first attempts of that step; with ``"midstream": true`` (streaming requests) the
   reply starts as 200 and breaks off after a few chunks, with an error event or, with
@@ -352,7 +353,7 @@ class ScriptedServer(LoopbackApp):
             "id": f"chatcmpl-{n}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": body.get("model", "scripted"),
+            "model": step.get("model") or body.get("model", "scripted"),
             "choices": [
                 {
                     "index": 0,

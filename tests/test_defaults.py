@@ -52,6 +52,17 @@ def test_the_named_group_does_what_the_error_says(server, tmp_path):
     assert read_jsonl(tmp_path / "run" / "trajectories.jsonl")[0]["metadata"]["model"] == "X"
 
 
+def test_metadata_model_is_the_model_that_answered(server, tmp_path):
+    """A router (OpenRouter's `openrouter/auto`) answers with another model: the row names the one that answered."""
+    steps = ({"tool_calls": [{"name": "terminal", "arguments": {"command": "echo hi"}}], "model": "vendor/picked-a"},
+             {"content": "done", "reasoning": "r", "model": "vendor/picked-b"})  # fmt: skip
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": script(*steps)}])
+    overrides = [*base_overrides(server, tmp_path), "model.name=openrouter/auto", "distribution=terminal_only"]
+    code, stats = run_inprocess(compose_cfg([*overrides, f"dataset_file={ds}", "run_name=r"]), tmp_path / "run")
+    assert code == 0 and {r.body["model"] for r in server.requests} == {"openrouter/auto"}
+    assert read_jsonl(tmp_path / "run" / "trajectories.jsonl")[0]["metadata"]["model"] == "vendor/picked-b"
+
+
 def gguf_cfg(tmp_path: Path, *overrides: str):
     gguf = tmp_path / "Qwen2.5-1.5B-Instruct.Q4_K_M.gguf"
     gguf.write_bytes(b"GGUF")
