@@ -6,11 +6,50 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from hermes_runner.errors import ToolError
+
 if TYPE_CHECKING:
     from hermes_runner.dataset import Prompt
 
 # Environment variables a sandboxed command may see; nothing else from the host.
 SAFE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
+
+# The file tools' reads and writes, run inside the sandbox as its user (symlinks resolve there, never in the
+# runner). sh: $1 = path, $2 = byte limit; the content goes to stdout. Exit 21: a directory, 22: no such file.
+READ_SCRIPT = """[ -d "$1" ] && exit 21
+[ -e "$1" ] || exit 22
+exec head -c "$2" -- "$1"
+"""
+
+# sh: $1 = path; the content comes on stdin; missing parent dirs are made.
+WRITE_SCRIPT = """case "$1" in */*) d=${1%/*}; [ -n "$d" ] && [ ! -d "$d" ] && { mkdir -p -- "$d" || exit 1; };; esac
+[ -d "$1" ] && exit 21
+exec cat > "$1"
+"""
+
+
+def _reason(stderr: str) -> str:
+    text = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    # "head: cannot open 'x' for reading: Permission denied" -> the reason after the last colon
+    return text.rsplit(": ", 1)[-1] if text else "unknown error"
+
+
+def check_read(path: str, code: int, stderr: str) -> None:
+    """Raise the file tool's error for a READ_SCRIPT that exited with `code`."""
+    if code == 21:
+        raise ToolError(f"is a directory: {path}")
+    if code == 22:
+        raise ToolError(f"file not found: {path}")
+    if code:
+        raise ToolError(f"cannot read {path}: {_reason(stderr)}")
+
+
+def check_write(path: str, code: int, stderr: str) -> None:
+    """Raise the file tool's error for a WRITE_SCRIPT that exited with `code`."""
+    if code == 21:
+        raise ToolError(f"cannot write {path}: is a directory")
+    if code:
+        raise ToolError(f"cannot write {path}: {_reason(stderr)}")
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ from docker.api import APIClient
 from docker.utils.socket import frames_iter
 
 from hermes_runner.errors import ToolError
-from hermes_runner.sandbox.base import OutputCap
+from hermes_runner.sandbox.base import READ_SCRIPT, WRITE_SCRIPT, OutputCap, check_read, check_write
 
 # $1 = working dir; the command comes on stdin (never argv: a command of any size runs). The first
 # output line is the shell's pid (or "!nodir"), so a timeout can kill exactly this command's process
@@ -37,17 +37,6 @@ KILL_SCRIPT = """k() {
   kill -KILL "$1" 2>/dev/null
 }
 k "$1"
-"""
-
-READ_SCRIPT = """[ -d "$1" ] && exit 21
-[ -e "$1" ] || exit 22
-exec cat -- "$1"
-"""
-
-WRITE_SCRIPT = """d=${1%/*}
-[ -n "$d" ] && [ ! -d "$d" ] && { mkdir -p -- "$d" || exit 1; }
-[ -d "$1" ] && exit 21
-exec cat > "$1"
 """
 
 NO_DIR = b"!nodir"
@@ -113,7 +102,7 @@ def kill_tree(api: APIClient, cid: str, pid: int) -> None:
 
 
 def read_file(api: APIClient, cid: str, path: str, max_bytes: int) -> bytes:
-    eid = api.exec_create(cid, _sh(READ_SCRIPT, path))["Id"]
+    eid = api.exec_create(cid, _sh(READ_SCRIPT, path, str(max_bytes + 1)))["Id"]
     stream = api.exec_start(eid, stream=True, demux=True)
     out = bytearray()
     err = bytearray()
@@ -125,13 +114,7 @@ def read_file(api: APIClient, cid: str, path: str, max_bytes: int) -> bytes:
                 raise ToolError(f"{path} is larger than {max_bytes} bytes; read it in the terminal instead")
     finally:
         stream.close()
-    code = api.exec_inspect(eid)["ExitCode"]
-    if code == 21:
-        raise ToolError(f"is a directory: {path}")
-    if code == 22:
-        raise ToolError(f"file not found: {path}")
-    if code:
-        raise ToolError(f"cannot read {path}: {_message(err)}")
+    check_read(path, api.exec_inspect(eid)["ExitCode"], err.decode(errors="replace"))
     return bytes(out)
 
 
@@ -150,14 +133,4 @@ def write_file(api: APIClient, cid: str, path: str, data: bytes) -> None:
             err += chunk[:2000]
     finally:
         sock.close()
-    code = api.exec_inspect(eid)["ExitCode"]
-    if code == 21:
-        raise ToolError(f"cannot write {path}: is a directory")
-    if code:
-        raise ToolError(f"cannot write {path}: {_message(err)}")
-
-
-def _message(err: bytearray) -> str:
-    text = bytes(err).decode(errors="replace").strip()
-    # "cat: can't open '/x': Read-only file system" -> keep the reason after the last colon
-    return text.rsplit(": ", 1)[-1] if text else "unknown error"
+    check_write(path, api.exec_inspect(eid)["ExitCode"], err.decode(errors="replace"))

@@ -32,7 +32,16 @@ from pathlib import Path
 from hermes_runner.config import LocalIsolation, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError, ToolError
-from hermes_runner.sandbox.base import SAFE_ENV_KEYS, ExecResult, process_start, runner_alive
+from hermes_runner.sandbox.base import (
+    READ_SCRIPT,
+    SAFE_ENV_KEYS,
+    WRITE_SCRIPT,
+    ExecResult,
+    check_read,
+    check_write,
+    process_start,
+    runner_alive,
+)
 from hermes_runner.sandbox.cgroups import JOIN_SCRIPT, Cgroups, Limits, parse_size
 from hermes_runner.sandbox.spawn import run_command, run_io
 
@@ -55,18 +64,6 @@ set --
 eval "unset __hr_cmd; $__hr_cmd"
 """
 
-# sh, in the sandbox: $1 = path, $2 = byte limit; the content goes to stdout.
-READ_SCRIPT = """[ -d "$1" ] && exit 21
-[ -e "$1" ] || exit 22
-exec head -c "$2" -- "$1"
-"""
-
-# sh, in the sandbox: $1 = path; the content comes on stdin.
-WRITE_SCRIPT = """case "$1" in */*) d=${1%/*}; [ -n "$d" ] && [ ! -d "$d" ] && { mkdir -p -- "$d" || exit 1; };; esac
-[ -d "$1" ] && exit 21
-exec cat > "$1"
-"""
-
 
 def default_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -77,12 +74,6 @@ def safe_name(text: str, limit: int = 60) -> str:
     """A file name made of `text`: no `/`, no leading dot, never `..` (a run_name cannot leave the root)."""
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).lstrip(".-")[:limit]
     return name or "run"
-
-
-def _message(stderr: str) -> str:
-    text = stderr.strip().splitlines()[-1] if stderr.strip() else ""
-    # "head: cannot open 'x' for reading: Permission denied" -> the reason after the last colon
-    return text.rsplit(": ", 1)[-1] if text else "unknown error"
 
 
 class LocalSandbox:
@@ -178,12 +169,7 @@ class LocalSandbox:
         code, out, err = await self._io(
             READ_SCRIPT, [self._resolve(path), str(MAX_READ_BYTES + 1)], None, MAX_READ_BYTES
         )
-        if code == 21:
-            raise ToolError(f"is a directory: {path}")
-        if code == 22:
-            raise ToolError(f"file not found: {path}")
-        if code:
-            raise ToolError(f"cannot read {path}: {_message(err)}")
+        check_read(path, code, err)
         if len(out) > MAX_READ_BYTES:
             raise ToolError(f"{path} is larger than {MAX_READ_BYTES} bytes; read it in the terminal instead")
         return out
@@ -194,10 +180,7 @@ class LocalSandbox:
         if not any(target == a or target.startswith(a.rstrip("/") + "/") for a in (self.cwd, tmp)):
             raise ToolError(f"writes are confined to the task directory {self.cwd} and /tmp: {path}")
         code, _, err = await self._io(WRITE_SCRIPT, [target], data, 0)
-        if code == 21:
-            raise ToolError(f"cannot write {path}: is a directory")
-        if code:
-            raise ToolError(f"cannot write {path}: {_message(err)}")
+        check_write(path, code, err)
 
     async def close(self) -> None:
         self._b.release(self)

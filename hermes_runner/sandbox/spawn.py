@@ -18,7 +18,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
 from hermes_runner.sandbox.base import OutputCap
@@ -101,20 +101,22 @@ async def run_command(
     return (124 if timed_out else proc.returncode or 0), cap.text(), timed_out
 
 
-def input_file(data: bytes | None) -> int | None:
-    """A read-only-positioned memory file holding `data` (an fd to give as stdin), or None for no data."""
+@contextlib.contextmanager
+def stdin_for(data: bytes | None) -> Iterator[int]:
+    """What to give a child as stdin: a memory file holding `data` (read from its start), or /dev/null for
+    None. The fd is ours to close once the child has it, which leaving the block does."""
     if data is None:
-        return None
+        yield subprocess.DEVNULL
+        return
     fd = os.memfd_create("hermes-input", os.MFD_CLOEXEC)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
         os.lseek(fd, 0, os.SEEK_SET)
-    except BaseException:
+        yield fd
+    finally:
         os.close(fd)
-        raise
-    return fd
 
 
 def _start(
@@ -122,20 +124,10 @@ def _start(
 ) -> tuple[subprocess.Popen, int]:
     if check is not None:
         check()
-    fd = input_file(stdin)
-    try:
+    with stdin_for(stdin) as fd:
         proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL if fd is None else fd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
+            argv, stdin=fd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True
         )
-    finally:
-        if fd is not None:
-            os.close(fd)
     os.set_blocking(proc.stdout.fileno(), False)
     return proc, os.pidfd_open(proc.pid)
 
@@ -147,24 +139,15 @@ def run_io(
 
     For file reads and writes inside a sandbox: stdout is kept apart from stderr and read raw.
     """
-    fd = input_file(stdin)
     err = os.memfd_create("hermes-stderr", os.MFD_CLOEXEC)
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL if fd is None else fd,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-        )
+        with stdin_for(stdin) as fd:
+            proc = subprocess.Popen(
+                argv, stdin=fd, stdout=subprocess.PIPE, stderr=err, cwd=cwd, env=env, start_new_session=True
+            )
     except BaseException:
         os.close(err)
         raise
-    finally:
-        if fd is not None:
-            os.close(fd)
     out = bytearray()
     timed_out = False
     try:
@@ -208,20 +191,11 @@ async def _run_asyncio(
 ) -> tuple[int, str, bool]:
     if check is not None:
         check()
-    fd = input_file(stdin)
-    try:
+    with stdin_for(stdin) as fd:
         proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL if fd is None else fd,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            cwd=cwd,
-            env=env,
+            *argv, stdin=fd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=cwd, env=env,
             start_new_session=True,
-        )
-    finally:
-        if fd is not None:
-            os.close(fd)
+        )  # fmt: skip
 
     async def read() -> str:
         cap = OutputCap(limit)
