@@ -359,6 +359,21 @@ def test_local_huge_command_unconfined(tmp_path, monkeypatch, pidfd):
         b.close()
 
 
+@pytest.mark.parametrize("isolation", ["bwrap", "none"])
+def test_local_file_writes_finish_before_the_helper_is_reaped(tmp_path, isolation):
+    """The write helper closes its stdout before it copies stdin to the file: a large write is waited for,
+    not killed half-way (it failed as `cannot write ...: unknown error`, now and then with small files)."""
+    b = Boxes(tmp_path / "sbx", isolation=isolation)
+    try:
+        data = "0123456789abcdef" * (1 << 20)  # 16 MiB
+        for i in range(3):
+            out, ok = b.tool("write_file", path=f"big{i}.txt", content=data)
+            assert ok, out
+            assert b.sh(f"wc -c < big{i}.txt").output.strip() == str(len(data))
+    finally:
+        b.close()
+
+
 # -- local sandbox: start-up ------------------------------------------------------------------
 
 

@@ -150,10 +150,10 @@ def run_io(
         raise
     out = bytearray()
     timed_out = False
+    deadline = time.monotonic() + timeout
     try:
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stdout, selectors.EVENT_READ)
-            deadline = time.monotonic() + timeout
             while len(out) <= max_out:
                 left = deadline - time.monotonic()
                 if left <= 0 or not sel.select(left):
@@ -163,6 +163,12 @@ def run_io(
                 if not chunk:
                     break
                 out += chunk
+        if not timed_out and len(out) <= max_out:
+            # End of stdout is not the end of the helper (`exec cat > file` closes it first, then copies
+            # stdin): wait for its exit, and kill only what overran its time or output.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            timed_out = proc.returncode is None
         _kill_group(proc.pid)
         code = proc.wait()
         os.lseek(err, 0, os.SEEK_SET)
