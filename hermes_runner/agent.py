@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ToolError
-from hermes_runner.model import ChatModel
+from hermes_runner.model.base import ChatModel
 from hermes_runner.tools.registry import Tool, ToolContext, ToolResult
 from hermes_runner.usage import Usage
 

@@ -13,7 +13,7 @@ from hermes_runner.errors import ConfigError
 if TYPE_CHECKING:
     from hermes_runner.budget import RunBudget
     from hermes_runner.config import RunConfig
-    from hermes_runner.ratelimit import EndpointLimiter
+    from hermes_runner.model.ratelimit import EndpointLimiter
     from hermes_runner.worker import WorkerSpec
 
 T = TypeVar("T")

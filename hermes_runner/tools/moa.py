@@ -7,7 +7,7 @@ import logging
 import time
 
 from hermes_runner.errors import ModelCallError
-from hermes_runner.model import ChatModel
+from hermes_runner.model.base import ChatModel
 from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
 from hermes_runner.usage import Usage
 

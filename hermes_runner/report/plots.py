@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from hermes_runner import svgchart
-from hermes_runner.rundata import STATUSES, status_of
-from hermes_runner.runsummary import COVERAGE_BINS, Job, coverage_bin, pct, toolset_usage
+from hermes_runner.report import svg as svgchart
+from hermes_runner.report.summary import COVERAGE_BINS, Job, coverage_bin, pct, toolset_usage
+from hermes_runner.rundir.reader import STATUSES, status_of
 
 STATUS_COLORS = {
     "completed": "#2f9e5b",

@@ -16,13 +16,12 @@ from omegaconf import OmegaConf
 
 from hermes_runner.config import RunConfig
 from hermes_runner.errors import ConfigError
-from hermes_runner.redact import Redactor
-from hermes_runner.store import atomic_write, atomic_write_json
+from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
+from hermes_runner.rundir.store import atomic_write, atomic_write_json
+from hermes_runner.util.redact import Redactor
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "run.json"
-INVOCATIONS = "invocations.jsonl"
 
 # The options that define the data: a resumed run must not change them silently.
 DATA_KEYS = (

@@ -11,9 +11,9 @@ from datetime import datetime
 from pathlib import Path
 
 from hermes_runner.errors import RunnerError
-from hermes_runner.manifest import MANIFEST
-from hermes_runner.stats import RunStats
-from hermes_runner.store import FAILURES, LEDGER, TERMINAL, Ref, RunStore, iter_lines
+from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST, STATISTICS
+from hermes_runner.rundir.stats import RunStats
+from hermes_runner.rundir.store import FAILURES, LEDGER, TERMINAL, Ref, RunStore, iter_lines
 from hermes_runner.usage import Usage
 
 STATUSES = ("completed", "partial", "incomplete", "discarded", "failed")
@@ -91,17 +91,17 @@ class RunData:
         stats.failed = Counter(r.get("error_type", "Error") for r in state.failed.values())
         final = {**state.failed, **terminal}
         order = sorted(final, key=lambda k: (final[k].get("index", 0), k))
-        stats_path = d / "statistics.json"
+        stats_path = d / STATISTICS
         statistics = read_json(stats_path)
         ledger = d / LEDGER
         live = statistics is None or (ledger.exists() and stats_path.stat().st_mtime < ledger.stat().st_mtime)
-        manifest = read_json(d / "run.json") or {}
+        manifest = read_json(d / MANIFEST) or {}
         return cls(
             dir=d,
             name=manifest.get("run_name") or d.name,
             manifest=manifest,
             statistics=None if live else statistics,
-            invocations=list(read_jsonl(d / "invocations.jsonl")),
+            invocations=list(read_jsonl(d / INVOCATIONS)),
             stats=stats,
             final={k: final[k] for k in order},
             refs=state.terminal,

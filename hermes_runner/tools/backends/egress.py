@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from hermes_runner.services.netguard import is_public
+from hermes_runner.tools.backends.netguard import is_public
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """llama.cpp's OpenAI-compatible server with Hermes-style tool calling, for ChatML GGUF models.
 
-    python -m hermes_runner.llama_server --model m.gguf --chat_format hermes-tools [llama_cpp.server options]
+    python -m hermes_runner.model.llama_server --model m.gguf --chat_format hermes-tools [llama_cpp.server options]
 
 Registers the chat format ``hermes-tools`` and runs ``llama_cpp.server``. The prompt is ChatML
 with the offered tools listed in the system turn; the model calls them as

@@ -10,7 +10,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from hermes_runner.config import EndpointConfig, ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import ToolError
-from hermes_runner.model import OpenAIChatModel, RetryAfterWait, is_retryable, resolve_api_key
+from hermes_runner.model.client import OpenAIChatModel, RetryAfterWait, is_retryable, resolve_api_key
 
 
 def model_config(ep: EndpointConfig, main: ModelConfig, main_url: str | None = None) -> ModelConfig:

@@ -8,15 +8,12 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
 
 import httpx2
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from hermes_runner import fastjson
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import (
     BrokenStream,
@@ -28,8 +25,10 @@ from hermes_runner.errors import (
     MalformedReply,
     ModelCallError,
 )
-from hermes_runner.reasoning import split_reasoning
+from hermes_runner.model.base import ChatModel, Completion  # noqa: F401  (re-exported)
+from hermes_runner.model.reasoning import split_reasoning
 from hermes_runner.usage import Usage, fill_cost
+from hermes_runner.util import fastjson
 
 CHAT_PATH = "/chat/completions"
 
@@ -55,20 +54,6 @@ def is_auth_error(exc: BaseException) -> bool:
         return False
     text = str(exc).lower()
     return not (exc.status_code == 403 and ("moderation" in text or "flagged" in text))
-
-
-@dataclass(slots=True)
-class Completion:
-    message: dict  # assistant message: content, tool_calls, reasoning, reasoning_details
-    finish_reason: str | None
-    usage: Usage
-    retries: int = 0
-
-
-class ChatModel(Protocol):
-    async def complete(self, messages: list[dict], tools: list[dict]) -> Completion: ...
-
-    async def aclose(self) -> None: ...
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from hermes_runner.config import BrowserConfig
 from hermes_runner.errors import ToolError
-from hermes_runner.services.egress import EgressProxy
+from hermes_runner.tools.backends.egress import EgressProxy
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page, Playwright

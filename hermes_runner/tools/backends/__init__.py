@@ -1,4 +1,6 @@
-"""Backends of the optional toolsets: what each needs, the start-up report, and the per-run services."""
+"""Backends of the optional toolsets: what each needs, the start-up report, and the per-run services.
+
+The ground floor of `tools/`: it never imports the rest of `tools/` (only model/ and vocabulary)."""
 
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from hermes_runner.config import (
     WebConfig,
 )
 from hermes_runner.errors import ConfigError
-from hermes_runner.model import ChatModel
-from hermes_runner.services import endpoints, search
-from hermes_runner.services.fetch import Fetcher
+from hermes_runner.model.base import ChatModel
+from hermes_runner.tools.backends import endpoints, search
+from hermes_runner.tools.backends.fetch import Fetcher
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ def missing_backend(toolset: str, cfg: RunConfig) -> str | None:
                 return why
         return endpoints.missing(t.moa.aggregator, cfg.model, "tools.moa.aggregator")
     if toolset == "browser":
-        from hermes_runner.services.browser import find_chromium
+        from hermes_runner.tools.backends.browser import find_chromium
 
         if why := _modules("playwright"):
             return why
@@ -157,7 +159,7 @@ class ToolServices:
             self._closers.append(agg.aclose)
             self.by_toolset["moa"] = MoaService(refs, (t.moa.aggregator.model, agg), t.moa)
         if "browser" in wanted:
-            from hermes_runner.services.browser import BrowserService
+            from hermes_runner.tools.backends.browser import BrowserService
 
             browser = BrowserService(t.browser, t.allow_private_urls)
             self._closers.append(browser.aclose)

@@ -30,15 +30,15 @@ from pathlib import Path
 from hermes_runner.config import RunConfig
 from hermes_runner.dataset import Prompt, read_prompts
 from hermes_runner.errors import ForeignRunDirError
-from hermes_runner.manifest import MANIFEST, now
-from hermes_runner.store import BATCH_RE, DISCARDED, LEDGER, LedgerState, Ref, atomic_write, dumps_line
+from hermes_runner.rundir.layout import CHECKPOINT, STATISTICS, TRAJECTORIES
+from hermes_runner.rundir.manifest import MANIFEST, now
+from hermes_runner.rundir.store import BATCH_RE, DISCARDED, LEDGER, LedgerState, Ref, atomic_write, dumps_line
 
 log = logging.getLogger(__name__)
 
 ORIGINAL_DIR = "hermes_original"  # where the original's files go, unchanged
-CHECKPOINT = "checkpoint.json"
-MERGED = "trajectories.jsonl"
-OTHER_FILES = (CHECKPOINT, "statistics.json", MERGED)
+MERGED = TRAJECTORIES
+OTHER_FILES = (CHECKPOINT, STATISTICS, MERGED)
 _THINK = re.compile(r"<think>\s*\S")
 
 

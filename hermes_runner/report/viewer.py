@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
-from hermes_runner import svgchart
 from hermes_runner.messages import to_openai
-from hermes_runner.rundata import STATUSES, status_of
-from hermes_runner.runsummary import Job
+from hermes_runner.report import svg as svgchart
+from hermes_runner.report.summary import Job
+from hermes_runner.rundir.layout import DISCARDED, TRAJECTORIES
+from hermes_runner.rundir.reader import STATUSES, status_of
 
 MAX_TRAJECTORIES = 500
 MAX_CHARS = 4000  # per message text in the viewer
@@ -177,7 +178,7 @@ def _item(
         "batch": rec.get("batch"),
     }
     if entry is not None:
-        fname = "discarded.jsonl" if status == "discarded" else "trajectories.jsonl"
+        fname = DISCARDED if status == "discarded" else TRAJECTORIES
         msgs, head = view_messages(entry, clip, f"; see {fname}")
         text = json.dumps(head, ensure_ascii=False)
         if text not in head_ids:

@@ -45,9 +45,9 @@ def missing(cfg: WebConfig) -> str | None:
 def make_search(cfg: WebConfig, user_agent: str) -> SearchBackend:
     client = httpx2.AsyncClient(timeout=httpx2.Timeout(cfg.search_timeout_s), headers={"User-Agent": user_agent})
     if cfg.search_backend == "searxng":
-        from hermes_runner.services.search.searxng import SearxngSearch
+        from hermes_runner.tools.backends.search.searxng import SearxngSearch
 
         return SearxngSearch(cfg.searxng, client)
-    from hermes_runner.services.search.tavily import TavilySearch
+    from hermes_runner.tools.backends.search.tavily import TavilySearch
 
     return TavilySearch(cfg.tavily, client, os.environ[cfg.tavily.api_key_env])

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import openai
 
 from hermes_runner.config import RateLimitConfig
-from hermes_runner.model import Completion, retry_after_seconds
+from hermes_runner.model.client import Completion, retry_after_seconds
 
 log = logging.getLogger(__name__)
 

@@ -16,17 +16,17 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from hermes_runner import svgchart
-from hermes_runner.rundata import NotARunDir, RunData, find_runs, job_labels
-from hermes_runner.runplots import STATUS_COLORS, comparison_charts, run_charts
-from hermes_runner.runsummary import Job, compare_table, summary
-from hermes_runner.store import atomic_write
-from hermes_runner.viewer import MAX_CHARS, MAX_TRAJECTORIES, viewer_data
+from hermes_runner.report import svg as svgchart
+from hermes_runner.report.plots import STATUS_COLORS, comparison_charts, run_charts
+from hermes_runner.report.summary import Job, compare_table, summary
+from hermes_runner.report.viewer import MAX_CHARS, MAX_TRAJECTORIES, viewer_data
+from hermes_runner.rundir.layout import REPORT
+from hermes_runner.rundir.reader import NotARunDir, RunData, find_runs, job_labels
+from hermes_runner.rundir.store import atomic_write
 
 log = logging.getLogger(__name__)
 
-REPORT = "report.html"
-ASSETS = resources.files("hermes_runner") / "report_assets"
+ASSETS = resources.files("hermes_runner.report") / "assets"
 
 
 def _env() -> Environment:
@@ -165,7 +165,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(target)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

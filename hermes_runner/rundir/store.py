@@ -22,15 +22,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermes_runner import fastjson
+from hermes_runner.rundir.layout import BATCH_RE, DISCARDED, FAILURES, LEDGER, LOCK, USAGE  # noqa: F401  (re-exported)
+from hermes_runner.util import fastjson
 
 log = logging.getLogger(__name__)
 
-LEDGER = "ledger.jsonl"
-DISCARDED = "discarded.jsonl"
-FAILURES = "failures.jsonl"
-USAGE = "usage.jsonl"
-BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")
 TERMINAL = ("ok", "discarded")
 TMP_SUFFIX = ".hr-tmp"  # the temp files of atomic_write, and only those, end with it
 # Temp files of atomic writes before TMP_SUFFIX: a mkstemp name after one of the run dir's rewritten files.
@@ -226,7 +222,7 @@ _PRELOCKED: dict[str, int] = {}  # run dir -> lock fd taken before the run dir w
 
 def _take_lock(run_dir: Path) -> int:
     """flock `run_dir/.lock` for this process, writing nothing else; RunDirBusy when a live process holds it."""
-    fd = os.open(run_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

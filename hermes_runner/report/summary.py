@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from hermes_runner.rundata import STATUSES, RunData, status_of
+from hermes_runner.rundir.reader import STATUSES, RunData, status_of
 from hermes_runner.tools.registry import all_tools
 
 
