@@ -136,7 +136,7 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     from hermes_runner.rundir.store import RunStore
     from hermes_runner.runner import _summary, classify
     from hermes_runner.tools.backends import unavailable
-    from hermes_runner.tools.registry import tool_names, tools_for
+    from hermes_runner.tools.catalog import tool_names, tools_for
     from hermes_runner.usage import Usage
 
     dataset = write_dataset(work / "resume.jsonl", n)

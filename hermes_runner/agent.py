@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ToolError
 from hermes_runner.model.base import ChatModel
-from hermes_runner.tools.registry import Tool, ToolContext, ToolResult
+from hermes_runner.tools.base import Tool, ToolContext, ToolResult
 from hermes_runner.usage import Usage
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from hermes_runner.budget import CURRENT_PROMPT, RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
 from hermes_runner.dataset import Prompt, parse_json
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, StorageFull
-from hermes_runner.executor import Executor, Work, open_executor
+from hermes_runner.executors import Executor, Work, open_executor
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.model.ratelimit import EndpointLimiter
 from hermes_runner.model.serve import check_model, serving
@@ -41,7 +41,7 @@ from hermes_runner.rundir.store import (
 from hermes_runner.sandbox import make_backend
 from hermes_runner.session import Failure, Outcome
 from hermes_runner.tools import backends as tool_services
-from hermes_runner.tools.registry import stats_names, tool_names, toolset_names
+from hermes_runner.tools.catalog import stats_names, tool_names, toolset_names
 from hermes_runner.usage import Usage
 from hermes_runner.util import fastjson
 from hermes_runner.util.redact import Redactor

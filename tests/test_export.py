@@ -21,7 +21,7 @@ from sample_run import make_run
 
 from hermes_runner.export import OPENAI_MESSAGE_KEYS, export, main
 from hermes_runner.testing.scripted_server import ScriptedServer
-from hermes_runner.tools.registry import NOT_IN_HERMES, tool_names
+from hermes_runner.tools.catalog import NOT_IN_HERMES, tool_names
 
 from conftest import ROOT, read_jsonl
 

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from hermes_runner.dataset import canonical_digest, read_prompts
-from hermes_runner.executor import LocalExecutor
+from hermes_runner.executors.local import LocalExecutor
 from hermes_runner.rundir.stats import RunStats
 from hermes_runner.rundir.store import RunStore, dumps_line
 from hermes_runner.sandbox import spawn

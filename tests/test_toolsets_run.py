@@ -12,7 +12,7 @@ from tool_harness import tool_overrides
 
 from hermes_runner.cli import load_distributions
 from hermes_runner.testing.scripted_server import turn_of
-from hermes_runner.tools.registry import tools_for
+from hermes_runner.tools.catalog import tools_for
 
 from conftest import read_jsonl, run_inprocess, write_jsonl
 

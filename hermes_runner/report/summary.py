@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from hermes_runner.rundir.reader import STATUSES, RunData, status_of
-from hermes_runner.tools.registry import all_tools
+from hermes_runner.tools.catalog import all_tools
 
 
 @dataclass

@@ -6,7 +6,7 @@ import asyncio
 
 from hermes_runner.errors import ToolError
 from hermes_runner.tools.backends.extract import TEXT_TYPES, allocate, head_tail, html_to_markdown, pdf_to_text
-from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
 
 MAX_SEARCH_RESULTS = 100
 

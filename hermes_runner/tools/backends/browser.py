@@ -19,7 +19,7 @@ from hermes_runner.tools.backends.egress import EgressProxy
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page, Playwright
 
-    from hermes_runner.tools.registry import ToolContext
+    from hermes_runner.tools.base import ToolContext
 
 log = logging.getLogger(__name__)
 

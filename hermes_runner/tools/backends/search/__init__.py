@@ -1,31 +1,17 @@
-"""Web search backends, one module each, behind `SearchBackend`."""
+"""Web search backends, one module each, behind `SearchBackend` (in `base`); the factory is here."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Protocol
 
 import httpx2
 
 from hermes_runner.config import WebConfig
+from hermes_runner.tools.backends.search.base import SearchBackend, SearchHit
+
+__all__ = ["BACKENDS", "SearchBackend", "SearchHit", "make_search", "missing"]
 
 BACKENDS = ("searxng", "tavily")
-
-
-@dataclass(slots=True)
-class SearchHit:
-    title: str
-    url: str
-    description: str
-
-
-class SearchBackend(Protocol):
-    name: str
-
-    async def search(self, query: str, limit: int) -> list[SearchHit]: ...
-
-    async def aclose(self) -> None: ...
 
 
 def missing(cfg: WebConfig) -> str | None:

@@ -6,7 +6,7 @@ import httpx2
 
 from hermes_runner.config import TavilyConfig
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.backends.search import SearchHit
+from hermes_runner.tools.backends.search.base import SearchHit
 
 MAX_RESULTS = 20  # the API's own cap
 

@@ -1,40 +1,12 @@
-"""Executors keep `num_workers` sessions in flight and stream outcomes back as they finish."""
+"""The in-process executor: sessions as asyncio tasks."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from hermes_runner.errors import ConfigError
-
-if TYPE_CHECKING:
-    from hermes_runner.budget import RunBudget
-    from hermes_runner.config import RunConfig
-    from hermes_runner.model.ratelimit import EndpointLimiter
-    from hermes_runner.worker import WorkerSpec
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-class Executor(Protocol):
-    def map_unordered(self, work: Callable[[T], Awaitable[R]], items: Iterator[T]) -> AsyncIterator[R]:
-        """Run `work` over `items` lazily, at most `num_workers` at a time, yielding in finish order."""
-        ...
-
-    def stop(self) -> None:
-        """Start no new item; in-flight ones finish."""
-        ...
-
-    def cancel(self) -> None:
-        """Start no new item and cancel the in-flight ones."""
-        ...
-
-    @property
-    def in_flight(self) -> int: ...
+from hermes_runner.executors.base import R, T
 
 
 class LocalExecutor:
@@ -104,31 +76,3 @@ class LocalExecutor:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             self._tasks.clear()
             self._finished.clear()
-
-
-Work = Callable[[Any], Awaitable[Any]]
-
-
-@asynccontextmanager
-async def open_executor(
-    cfg: RunConfig, spec: WorkerSpec, limiter: EndpointLimiter, budget: RunBudget
-) -> AsyncIterator[tuple[Executor, Work]]:
-    """The configured executor and the `work` to map with it (one prompt -> one Outcome).
-
-    In-process, `limiter` meters every call of the run's model, and `budget` those of tools' models
-    (vision, MoA) too. On Ray, each actor paces its share of the rate limit itself, and the budget is
-    charged with each prompt's usage as it comes back.
-    """
-    backend = cfg.executor.backend
-    if backend == "local":
-        from hermes_runner.worker import session_runner
-
-        async with session_runner(spec, hooks=[limiter, budget], tool_hooks=[budget.tools]) as runner:
-            yield LocalExecutor(cfg.num_workers), runner
-    elif backend == "ray":
-        from hermes_runner.executor_ray import ray_executor
-
-        async with ray_executor(cfg, spec, budget) as (executor, work):
-            yield executor, work
-    else:
-        raise ConfigError(f"unknown executor.backend {backend!r} (local, ray)")

@@ -28,7 +28,8 @@ from hermes_runner.budget import RunBudget
 from hermes_runner.config import ExecutorConfig, RateLimitConfig, RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError
-from hermes_runner.executor import LocalExecutor, Work
+from hermes_runner.executors.base import Work
+from hermes_runner.executors.local import LocalExecutor
 from hermes_runner.model.ratelimit import EndpointLimiter
 from hermes_runner.session import Failure, Outcome, SessionRunner
 from hermes_runner.worker import WorkerSpec, session_runner
