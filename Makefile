@@ -9,6 +9,7 @@ run: setup-local        ## run the default job on the embedded model (offline, n
 	$(PY) run.py +experiment=quickstart $(ARGS)
 
 test: setup-dev setup-local setup-system  ## run the test suite (set-up included: packages, services, images)
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(ARGS)
 
 setup:

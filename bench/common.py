@@ -59,7 +59,7 @@ class ScriptedServerProcess:
 
     def __enter__(self) -> ScriptedServerProcess:
         self.proc = subprocess.Popen(
-            [PY, "-m", "hermes_runner.scripted_server", "--port", "0", "--latency", str(self.latency)],
+            [PY, "-m", "hermes_runner.testing.scripted_server", "--port", "0", "--latency", str(self.latency)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=self._log.open("w"),

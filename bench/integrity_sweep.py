@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(sys.argv[1])
 WORK = Path(sys.argv[2])
 sys.path.insert(0, str(REPO))
-from hermes_runner.scripted_server import ScriptedServer  # noqa: E402
+from hermes_runner.testing.scripted_server import ScriptedServer  # noqa: E402
 
 TERM = {"name": "terminal", "arguments": {"command": "echo hi"}}
 

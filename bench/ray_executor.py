@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from hermes_runner.cli import execute_run  # noqa: E402
-from hermes_runner.scripted_server import ScriptedServer  # noqa: E402
+from hermes_runner.testing.scripted_server import ScriptedServer  # noqa: E402
 
 from conftest import base_overrides, compose_cfg, write_jsonl  # noqa: E402
 

@@ -23,11 +23,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from sample_run import make_run  # noqa: E402
 
-from hermes_runner.report import build_report  # noqa: E402
-from hermes_runner.rundata import RunData  # noqa: E402
-from hermes_runner.scripted_server import ScriptedServer  # noqa: E402
-from hermes_runner.store import dumps_line  # noqa: E402
-from hermes_runner.viewer import MAX_TRAJECTORIES  # noqa: E402
+from hermes_runner.report.page import build_report  # noqa: E402
+from hermes_runner.report.viewer import MAX_TRAJECTORIES  # noqa: E402
+from hermes_runner.rundir.reader import RunData  # noqa: E402
+from hermes_runner.rundir.store import dumps_line  # noqa: E402
+from hermes_runner.testing.scripted_server import ScriptedServer  # noqa: E402
 
 
 def blow_up(src: Path, dst: Path, prompts: int) -> None:

@@ -3,7 +3,7 @@
     python -m bench.throughput            # full benchmark (a few minutes)
     python -m bench.throughput --quick    # smaller runs (about a minute)
 
-A loopback OpenAI-compatible server (hermes_runner.scripted_server, its own process)
+A loopback OpenAI-compatible server (hermes_runner.testing.scripted_server, its own process)
 answers every call after a fixed latency L. Each prompt runs the default scripted
 2-call agent: one `terminal` call in the local sandbox, then an answer (k = 2 calls).
 With N prompts and c sessions in flight nothing can finish before N*k*L/c seconds;
@@ -132,12 +132,12 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     from hermes_runner import sharegpt
     from hermes_runner.agent import SessionResult
     from hermes_runner.dataset import Prompt, read_prompts
-    from hermes_runner.manifest import write_manifest
-    from hermes_runner.model import Usage
+    from hermes_runner.rundir.manifest import write_manifest
+    from hermes_runner.rundir.store import RunStore
     from hermes_runner.runner import _summary, classify
-    from hermes_runner.services import unavailable
-    from hermes_runner.store import RunStore
-    from hermes_runner.tools.registry import tool_names, tools_for
+    from hermes_runner.tools.backends import unavailable
+    from hermes_runner.tools.catalog import tool_names, tools_for
+    from hermes_runner.usage import Usage
 
     dataset = write_dataset(work / "resume.jsonl", n)
     run_dir = work / "resume"

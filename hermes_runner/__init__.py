@@ -1,3 +1,23 @@
-"""hermes-runner: a Hydra-configured batch runner for tool-using LLM agents."""
+"""hermes-runner: a Hydra-configured batch runner for tool-using LLM agents.
+
+The map (issue 17 is moving the flat modules into these rooms; `lint-imports` checks the rule, see pyproject.toml):
+
+    cli.py          the Hydra job: compose, run, print the plan and the summary, exit code
+    runner.py ...   the invocation's lifecycle, plan, budget, progress, estimate (later: run/)
+    report/         the HTML report: page, summary, plots, svg, viewer, assets/ (reads data, never code)
+    executor*.py    local and Ray executors (later: executors/)
+    agent.py, session.py, worker.py   the agent loop and one prompt's session (later: agent/)
+    tools/          the tools and toolsets; tools/backends/ the services they need (fetch, browser, search, ...)
+    sharegpt.py, messages.py, export.py   the Hermes ShareGPT format (later: trajectory/)
+    model/          the ChatModel Protocol (base), the OpenAI client, reasoning, rate limits, local serving
+    sandbox/        where tool commands run: base Protocols, factory in __init__, one module per backend
+    rundir/         the run directory on disk: layout (file names), store, manifest, stats, reader, merge
+    dataset.py, usage.py, util/   vocabulary: prompts, token usage and cost, JSON/console/redaction helpers
+    config.py, errors.py          every config option and every exception type
+    testing/        the scripted OpenAI-compatible server for tests and benches (the product never imports it)
+
+Rule: a room imports only the rooms below it in this list's layers (cli > run | report > executors > agent >
+tools | trajectory > model | sandbox | rundir > dataset | usage | util > config > errors).
+"""
 
 __version__ = "0.1.0"

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ToolError
-from hermes_runner.model import ChatModel, Completion
-from hermes_runner.tools.registry import Tool, ToolContext, ToolResult
+from hermes_runner.model.base import ChatModel, Completion
+from hermes_runner.tools.base import Tool, ToolContext, ToolResult
 from hermes_runner.usage import Usage
 
 log = logging.getLogger(__name__)

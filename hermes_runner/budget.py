@@ -11,7 +11,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 
 from hermes_runner.config import LimitsConfig
-from hermes_runner.model import Completion
+from hermes_runner.model.base import Completion
 from hermes_runner.usage import Usage
 
 # The key of the prompt whose session is running (set in each session's task).

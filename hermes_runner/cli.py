@@ -21,12 +21,12 @@ from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig, RunConfig, check, check_keys
 from hermes_runner.discards import NOTHING_KEPT, nothing_kept
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, StorageFull
-from hermes_runner.manifest import end_invocation, start_invocation
 from hermes_runner.plan import Plan
-from hermes_runner.redact import Redactor, redacting_logs
-from hermes_runner.report import write_report_quietly
+from hermes_runner.report.page import write_report_quietly
+from hermes_runner.rundir.manifest import end_invocation, start_invocation
+from hermes_runner.rundir.store import RunDirBusy, prelock
 from hermes_runner.runner import Run
-from hermes_runner.store import RunDirBusy, prelock
+from hermes_runner.util.redact import Redactor, redacting_logs
 
 log = logging.getLogger("hermes_runner")
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"

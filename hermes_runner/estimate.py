@@ -9,9 +9,9 @@ import openai
 
 from hermes_runner.config import RunConfig
 from hermes_runner.errors import ConfigError
-from hermes_runner.model import OpenAIChatModel, connection_refused
-from hermes_runner.stats import RunStats
-from hermes_runner.tools.registry import all_tools
+from hermes_runner.model.client import OpenAIChatModel, connection_refused
+from hermes_runner.rundir.stats import RunStats
+from hermes_runner.tools.catalog import all_tools
 from hermes_runner.usage import Usage, has_prices, price_cost
 
 CHARS_PER_TOKEN = 4

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_runner.errors import RunnerError
 from hermes_runner.messages import clean_calls, to_openai
-from hermes_runner.rundata import NotARunDir, RunData, find_runs
+from hermes_runner.rundir.reader import NotARunDir, RunData, find_runs
+from hermes_runner.rundir.store import atomic_write, dumps_line
 from hermes_runner.sharegpt import FEATURES_FILE
-from hermes_runner.store import atomic_write, dumps_line
 
 if TYPE_CHECKING:
     import datasets

@@ -11,11 +11,10 @@ from pathlib import Path
 from hermes_runner.config import RunConfig
 from hermes_runner.dataset import Prompt, Rejected, read_prompts
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError
-from hermes_runner.store import LedgerState, atomic_write, dumps_line
+from hermes_runner.rundir.layout import REJECTED
+from hermes_runner.rundir.store import LedgerState, atomic_write, dumps_line
 
 log = logging.getLogger(__name__)
-
-REJECTED = "rejected.jsonl"
 
 
 @dataclass

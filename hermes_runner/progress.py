@@ -8,8 +8,8 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from hermes_runner.logs import console as default_console
 from hermes_runner.usage import Usage
+from hermes_runner.util.console import console as default_console
 
 
 class RunProgress:

@@ -12,25 +12,22 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from hermes_runner import distributions, estimate, fastjson, hermes_import, sharegpt
-from hermes_runner import services as tool_services
+from hermes_runner import distributions, estimate, sharegpt
 from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.budget import CURRENT_PROMPT, RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
 from hermes_runner.dataset import Prompt, parse_json
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, StorageFull
-from hermes_runner.executor import Executor, Work, open_executor
-from hermes_runner.manifest import now, open_run, past_durations, write_manifest
-from hermes_runner.model import OpenAIChatModel
+from hermes_runner.executors import Executor, Work, open_executor
+from hermes_runner.model.client import OpenAIChatModel
+from hermes_runner.model.ratelimit import EndpointLimiter
+from hermes_runner.model.serve import check_model, serving
 from hermes_runner.plan import Plan, make_plan, pending
 from hermes_runner.progress import RunProgress
-from hermes_runner.ratelimit import EndpointLimiter
-from hermes_runner.redact import Redactor
-from hermes_runner.sandbox import make_backend
-from hermes_runner.serve import check_model, serving
-from hermes_runner.session import Failure, Outcome
-from hermes_runner.stats import RunStats
-from hermes_runner.store import (
+from hermes_runner.rundir import hermes_import
+from hermes_runner.rundir.manifest import now, open_run, past_durations, write_manifest
+from hermes_runner.rundir.stats import RunStats
+from hermes_runner.rundir.store import (
     CallLog,
     Ref,
     RunDirBusy,
@@ -41,8 +38,13 @@ from hermes_runner.store import (
     remove_stale_temps,
     with_prompt_index,
 )
-from hermes_runner.tools.registry import stats_names, tool_names, toolset_names
+from hermes_runner.sandbox import make_backend
+from hermes_runner.session import Failure, Outcome
+from hermes_runner.tools import backends as tool_services
+from hermes_runner.tools.catalog import stats_names, tool_names, toolset_names
 from hermes_runner.usage import Usage
+from hermes_runner.util import fastjson
+from hermes_runner.util.redact import Redactor
 from hermes_runner.worker import WorkerSpec
 
 log = logging.getLogger(__name__)

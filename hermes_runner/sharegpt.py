@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from hermes_runner.agent import SessionResult
 from hermes_runner.config import OutputLayout
-from hermes_runner.tools.registry import Tool
+from hermes_runner.tools.base import Tool
 from hermes_runner.usage import Usage
 
 FEATURES_FILE = "dataset_features.json"

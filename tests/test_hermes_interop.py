@@ -65,7 +65,7 @@ def hermes(code: str, home: Path, *args: str) -> dict:
 
 
 def test_tool_names_are_hermes_0_19_names(tmp_path):
-    from hermes_runner.tools.registry import NOT_IN_HERMES, all_tools, stats_names, toolset_names
+    from hermes_runner.tools.catalog import NOT_IN_HERMES, all_tools, stats_names, toolset_names
 
     ours = sorted(all_tools())
     facts = hermes(REGISTRY, tmp_path / "home", json.dumps(toolset_names()))

@@ -12,12 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 import pytest
 
-from hermes_runner import fastjson
 from hermes_runner.dataset import canonical_digest, read_prompts
-from hermes_runner.executor import LocalExecutor
+from hermes_runner.executors.local import LocalExecutor
+from hermes_runner.rundir.stats import RunStats
+from hermes_runner.rundir.store import RunStore, dumps_line
 from hermes_runner.sandbox import spawn
-from hermes_runner.stats import RunStats
-from hermes_runner.store import RunStore, dumps_line
+from hermes_runner.util import fastjson
 
 
 def test_executor_keeps_its_limit_and_yields_every_result():

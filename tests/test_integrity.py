@@ -128,7 +128,7 @@ def test_temp_files_of_a_killed_final_write_are_removed_by_the_next_run(make_cfg
     killer = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from hermes_runner.store import atomic_write\n"
+        "from hermes_runner.rundir.store import atomic_write\n"
         "def lines():\n"
         "    yield b'x' * 100000\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -211,7 +211,7 @@ def test_spend_of_prompts_cancelled_by_ctrl_c_counts_in_the_budget(server, tmp_p
     assert calls["answered"] == stats["api_calls"] <= sent <= calls["started"] <= calls["answered"] + 4
     assert stats["api_calls"] >= 6 and stats["usage"]["total_tokens"] > 0
     spent = stats["usage"]["total_tokens"]
-    from hermes_runner.rundata import RunData
+    from hermes_runner.rundir.reader import RunData
 
     assert RunData.load(run_dir).stats.usage.total_tokens == spent  # the report counts them too
     # A budget below what was spent: nothing starts.

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from hermes_runner.errors import ConfigError
-from hermes_runner.merge import main, merge
+from hermes_runner.rundir.merge import main, merge
 
 from conftest import ROOT, read_jsonl, run_inprocess, script, write_jsonl
 
@@ -48,7 +48,7 @@ def test_shards_split_the_dataset_and_merge_like_one_run(make_cfg, dataset, tmp_
     out = tmp_path / "merged"
     # As a user runs it (dirs given out of order).
     cli = subprocess.run(
-        [sys.executable, "-m", "hermes_runner.merge", str(out), *map(str, reversed(dirs))],
+        [sys.executable, "-m", "hermes_runner.rundir.merge", str(out), *map(str, reversed(dirs))],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert cli.returncode == 0, cli.stderr

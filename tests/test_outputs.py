@@ -9,7 +9,7 @@ import pytest
 
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig
-from hermes_runner.tools.registry import NOT_IN_HERMES, tool_names, tools_for
+from hermes_runner.tools.catalog import NOT_IN_HERMES, tool_names, tools_for
 
 from conftest import read_jsonl, run_inprocess, script, write_jsonl
 

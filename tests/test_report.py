@@ -22,9 +22,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
 
-from hermes_runner.report import build_report
-from hermes_runner.report import main as report_main
-from hermes_runner.scripted_server import ScriptedServer
+from hermes_runner.report.page import build_report
+from hermes_runner.report.page import main as report_main
+from hermes_runner.testing.scripted_server import ScriptedServer
 
 from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, require, run_cli, run_inprocess, script, write_jsonl
 

@@ -164,7 +164,7 @@ def test_multiset_of_outputs_matches_dataset(make_cfg, tmp_path, run_dir, server
 
 
 def test_one_run_directory_takes_one_runner_at_a_time(make_cfg, tmp_path, run_dir, server, caplog):
-    from hermes_runner.store import RunStore
+    from hermes_runner.rundir.store import RunStore
 
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "a"}])
     holder = RunStore(run_dir)

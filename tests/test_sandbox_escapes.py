@@ -24,7 +24,8 @@ from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, ToolError
 from hermes_runner.sandbox.base import SAFE_ENV_KEYS
 from hermes_runner.sandbox.local import MARKER, LocalBackend
-from hermes_runner.tools.registry import ToolContext, all_tools
+from hermes_runner.tools.base import ToolContext
+from hermes_runner.tools.catalog import all_tools
 
 from conftest import ROOT, base_overrides, read_jsonl, script, write_jsonl
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hermes_runner.serve import server_argv
+from hermes_runner.model.serve import server_argv
 
 from conftest import ROOT, compose_cfg, read_jsonl, run_cli, script, write_jsonl
 
-SCRIPTED = ["{python}", "-m", "hermes_runner.scripted_server", "--port", "{port}"]
+SCRIPTED = ["{python}", "-m", "hermes_runner.testing.scripted_server", "--port", "{port}"]
 
 
 def command_override(argv: list[str]) -> str:
@@ -189,7 +189,7 @@ def test_ctrl_c_while_server_starts(tmp_path):
     [
         ("vllm_serve", ["vllm", "serve", "Qwen/Qwen3-8B", "--host", "127.0.0.1", "--port", "4321"]),
         ("llama_server", ["llama-server", "--model", "{gguf}", "--alias", "m", "--host", "127.0.0.1"]),
-        ("gguf", ["{python}", "-m", "hermes_runner.llama_server", "--model", "{gguf}", "--model_alias", "m"]),
+        ("gguf", ["{python}", "-m", "hermes_runner.model.llama_server", "--model", "{gguf}", "--model_alias", "m"]),
     ],
 )
 def test_shipped_server_configs_fill_their_commands(config, expected, tmp_path, monkeypatch):
@@ -221,7 +221,7 @@ def test_server_dying_mid_run_is_reported_and_its_prompts_fail(tmp_path):
         (
             "import os, sys, threading; sys.argv = ['s', '--port', '{port}']; "
             "threading.Timer(2.0, lambda: os._exit(7)).start(); "
-            "from hermes_runner.scripted_server import main; main()"
+            "from hermes_runner.testing.scripted_server import main; main()"
         ),
     ]  # fmt: skip
     res = run_cli(*served_args(tmp_path, ds, dies))

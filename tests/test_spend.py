@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from hermes_runner.scripted_server import turn_of
+from hermes_runner.testing.scripted_server import turn_of
 
 from conftest import read_jsonl, run_inprocess, script, write_jsonl
 

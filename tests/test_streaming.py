@@ -10,8 +10,8 @@ from aiohttp import web
 
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import ModelCallError
-from hermes_runner.model import Completion, OpenAIChatModel
-from hermes_runner.tools.registry import tools_for
+from hermes_runner.model.client import Completion, OpenAIChatModel
+from hermes_runner.tools.catalog import tools_for
 
 from conftest import read_jsonl, run_inprocess, script, write_jsonl
 

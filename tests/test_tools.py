@@ -14,7 +14,8 @@ import pytest
 from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.sandbox.local import LocalBackend
-from hermes_runner.tools.registry import ToolContext, all_tools, tool_names, tools_for
+from hermes_runner.tools.base import ToolContext
+from hermes_runner.tools.catalog import all_tools, tool_names, tools_for
 
 
 class Box:

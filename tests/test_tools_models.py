@@ -10,8 +10,8 @@ import pytest
 from aiohttp import web
 from tool_harness import call, run_tools
 
-from hermes_runner.scripted_server import describe_image, png_bytes
-from hermes_runner.services import unavailable
+from hermes_runner.testing.scripted_server import describe_image, png_bytes
+from hermes_runner.tools.backends import unavailable
 
 
 def _image_parts(seen) -> list[bytes]:

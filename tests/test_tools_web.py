@@ -5,7 +5,7 @@ from __future__ import annotations
 from local_site import TAVILY_KEY
 from tool_harness import call, run_tools
 
-from hermes_runner.services import unavailable
+from hermes_runner.tools.backends import unavailable
 
 
 def test_searxng_search_pages_through_results(tools_cfg, local_site):
@@ -146,7 +146,7 @@ def test_private_addresses_blocked_by_default(tools_cfg, local_site):
 
 def test_dns_rebinding_is_refused_at_connect_time(tools_cfg, local_site, monkeypatch):
     """A host whose DNS answered a public address for the check and a private one for the connection."""
-    from hermes_runner.services import egress, fetch
+    from hermes_runner.tools.backends import egress, fetch
 
     async def passed_check(url, allow_private, schemes=()):
         return None  # what the check saw: a public address

@@ -11,8 +11,8 @@ from local_site import LocalSite
 from tool_harness import tool_overrides
 
 from hermes_runner.cli import load_distributions
-from hermes_runner.scripted_server import turn_of
-from hermes_runner.tools.registry import tools_for
+from hermes_runner.testing.scripted_server import turn_of
+from hermes_runner.tools.catalog import tools_for
 
 from conftest import read_jsonl, run_inprocess, write_jsonl
 
@@ -25,7 +25,7 @@ def _tool_names(toolsets) -> set[str]:
 
 def test_unconfigured_toolsets_are_dropped_and_reported(make_cfg, tmp_path, run_dir, server, caplog):
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}"} for i in range(3)])
-    with caplog.at_level(logging.WARNING, logger="hermes_runner.services"):
+    with caplog.at_level(logging.WARNING, logger="hermes_runner.tools.backends"):
         code, stats = run_inprocess(
             make_cfg("distribution=default", "tools.browser.executable=no-such-browser", dataset=ds), run_dir
         )

@@ -13,9 +13,10 @@ from local_site import LocalSite
 from hermes_runner.config import RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.sandbox.local import LocalBackend
-from hermes_runner.scripted_server import ScriptedServer
-from hermes_runner.services import ToolServices
-from hermes_runner.tools.registry import ToolContext, ToolResult, all_tools
+from hermes_runner.testing.scripted_server import ScriptedServer
+from hermes_runner.tools.backends import ToolServices
+from hermes_runner.tools.base import ToolContext, ToolResult
+from hermes_runner.tools.catalog import all_tools
 
 from conftest import base_overrides, compose_cfg
 

@@ -11,9 +11,9 @@ from collections.abc import Awaitable, Callable
 from functools import wraps
 
 from hermes_runner.errors import ToolError
-from hermes_runner.services.browser import BrowserService, BrowserSession
-from hermes_runner.services.netguard import check_url
-from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.backends.browser import BrowserService, BrowserSession
+from hermes_runner.tools.backends.netguard import check_url
+from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
 
 NO_ARGS = {"type": "object", "properties": {}, "required": []}
 REF = re.compile(r"^\[?(?:@|ref=)?([a-z]*\d*e\d+)\]?$")

@@ -9,7 +9,7 @@ import time
 from hermes_runner.config import CodeExecutionConfig
 from hermes_runner.errors import ToolError
 from hermes_runner.sandbox.base import truncate_middle
-from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
 
 MAX_FILE_KB = 100 * 1024  # ulimit -f: no stderr/result file may fill the disk
 

@@ -7,7 +7,7 @@ import re
 import shlex
 
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.registry import ToolContext, ToolResult, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, tool
 
 MAX_READ_LIMIT = 2000
 

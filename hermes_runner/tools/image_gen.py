@@ -8,8 +8,8 @@ import re
 import secrets
 
 from hermes_runner.errors import ToolError
+from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
 from hermes_runner.tools.images import EXTENSIONS, load_image, sniff
-from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
 
 MAX_IMAGE_BYTES = 50_000_000
 

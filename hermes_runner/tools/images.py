@@ -6,8 +6,8 @@ import base64
 import binascii
 
 from hermes_runner.errors import ToolError
-from hermes_runner.services.fetch import Fetcher
-from hermes_runner.tools.registry import ToolContext
+from hermes_runner.tools.backends.fetch import Fetcher
+from hermes_runner.tools.base import ToolContext
 
 EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
 

@@ -7,8 +7,8 @@ import logging
 import time
 
 from hermes_runner.errors import ModelCallError
-from hermes_runner.model import ChatModel
-from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.model.base import ChatModel
+from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
 from hermes_runner.usage import Usage
 
 log = logging.getLogger(__name__)

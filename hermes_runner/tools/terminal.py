@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
 
 TERMINAL_PARAMS = {
     "type": "object",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from hermes_runner.errors import ModelCallError, ToolError
+from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
 from hermes_runner.tools.images import data_url, load_image
-from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
 
 PROMPT = "Fully describe and explain everything about this image, then answer the following question:\n\n{question}"
 

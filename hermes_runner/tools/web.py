@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from hermes_runner.errors import ToolError
-from hermes_runner.services.extract import TEXT_TYPES, allocate, head_tail, html_to_markdown, pdf_to_text
-from hermes_runner.tools.registry import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.backends.extract import TEXT_TYPES, allocate, head_tail, html_to_markdown, pdf_to_text
+from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
 
 MAX_SEARCH_RESULTS = 100
 

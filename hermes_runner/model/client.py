@@ -1,0 +1,455 @@
+"""Chat model client: the official `openai` SDK on its aiohttp transport, retries through `tenacity` only."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from enum import Enum
+
+import httpx2
+import openai
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
+from hermes_runner.errors import (
+    BrokenStream,
+    ConfigError,
+    EmptyResponse,
+    EndpointAuthError,
+    EndpointDown,
+    EndpointRefused,
+    MalformedReply,
+    ModelCallError,
+)
+from hermes_runner.model.base import ChatModel, Completion  # noqa: F401  (re-exported)
+from hermes_runner.model.reasoning import split_reasoning
+from hermes_runner.usage import Usage, fill_cost
+from hermes_runner.util import fastjson
+
+CHAT_PATH = "/chat/completions"
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUS = {408, 409, 429}
+AUTH_STATUS = {401, 403}  # the credentials are refused: no prompt can run (a 403 for flagged input is not this)
+REFUSED_MAX_WAIT_S = 2.0  # waits between retries of a refused connection: 0.5 s, 1 s, 2 s, 2 s, ...
+
+
+def connection_refused(exc: BaseException | None) -> bool:
+    """Whether an error was caused by a refused connection (the SDK reports it as a connect timeout)."""
+    seen = 0
+    while exc is not None and seen < 16:
+        if isinstance(exc, ConnectionRefusedError):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def is_auth_error(exc: BaseException) -> bool:
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in AUTH_STATUS:
+        return False
+    text = str(exc).lower()
+    return not (exc.status_code == 403 and ("moderation" in text or "flagged" in text))
+
+
+def is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, (openai.APIConnectionError, EmptyResponse, MalformedReply)):  # includes APITimeoutError
+        return True
+    if isinstance(exc, BrokenStream):
+        return exc.status is None or exc.status in RETRYABLE_STATUS or exc.status >= 500
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code == 429 and "exceeded your current quota" in str(exc).lower():
+            return False  # out of credit: waiting does not help
+        return exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
+    return False
+
+
+def retry_after_seconds(exc: BaseException | None) -> float | None:
+    """The server's requested delay (retry-after-ms, retry-after seconds or HTTP date)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / scale)
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(value) if name == "retry-after" else None
+            if parsed is not None:
+                return max(0.0, parsed.timestamp() - time.time())
+    return None
+
+
+class RetryAfterWait:
+    """Wait what the server asks for (capped), else exponential backoff with jitter."""
+
+    def __init__(self, initial: float, cap: float):
+        self._cap = cap
+        self._backoff = wait_exponential_jitter(multiplier=initial, max=min(60.0, cap), jitter=initial)
+
+    def __call__(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if connection_refused(exc):
+            return min(0.5 * 2 ** (state.attempt_number - 1), REFUSED_MAX_WAIT_S, self._cap)
+        asked = retry_after_seconds(exc)
+        if asked is not None:
+            return min(asked, self._cap)
+        return self._backoff(state)
+
+
+def _normalize_tool_calls(raw: list | None) -> list[dict]:
+    calls = []
+    for i, call in enumerate(raw or []):
+        fn = call.get("function") or {}
+        args = fn.get("arguments")
+        if args is None:
+            args = ""
+        elif not isinstance(args, str):
+            args = json.dumps(args, ensure_ascii=False)
+        calls.append(
+            {
+                "id": call.get("id") or f"call_{i}",
+                "type": "function",
+                "function": {"name": fn.get("name") or "", "arguments": args},
+            }
+        )
+    return calls
+
+
+def parse_completion(body: dict) -> Completion:
+    if not isinstance(body, dict):
+        raise MalformedReply(f"reply is a JSON {type(body).__name__}, not an object: {json.dumps(body)[:300]}")
+    choices = body.get("choices")
+    if not choices:
+        raise EmptyResponse(f"response without choices: {json.dumps(body)[:300]}")
+    choice = choices[0] if isinstance(choices, list) else None
+    raw = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(raw, dict):
+        raise MalformedReply(f"reply without a message object: {json.dumps(body)[:300]}")
+    reasoning, content = split_reasoning(raw)
+    msg: dict = {"role": "assistant", "content": content}
+    calls = _normalize_tool_calls(raw.get("tool_calls"))
+    if calls:
+        msg["tool_calls"] = calls
+    if reasoning:
+        msg["reasoning"] = reasoning
+    if raw.get("reasoning_details"):
+        msg["reasoning_details"] = raw["reasoning_details"]
+    u = body.get("usage") or {}
+    pt = int(u.get("prompt_tokens") or 0)
+    ct = int(u.get("completion_tokens") or 0)
+    usage = Usage(
+        prompt_tokens=pt,
+        completion_tokens=ct,
+        cached_tokens=int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
+        reasoning_tokens=int((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0),
+        total_tokens=int(u.get("total_tokens") or pt + ct),
+        cost_usd=float(u.get("cost") or 0.0),
+    )
+    answered_by = body.get("model")
+    return Completion(
+        msg, choice.get("finish_reason"), usage, model=answered_by if isinstance(answered_by, str) else ""
+    )
+
+
+class StreamAccumulator:
+    """Adds up the server-sent chunks of a streamed chat completion into one non-streamed body."""
+
+    def __init__(self) -> None:
+        self.text: dict[str, list[str]] = {"content": [], "reasoning": [], "reasoning_content": []}
+        self.details: dict[int, dict] = {}  # reasoning_details blocks by index
+        self.calls: dict[int, dict] = {}  # tool calls by index
+        self.finish_reason: str | None = None
+        self.usage: dict | None = None
+        self.choices = 0  # chunks that carried a choice
+        self.model: str | None = None  # the model that answered, as the chunks say
+
+    def add(self, chunk: dict) -> None:
+        """Take one chunk (the SDK's stream has already raised for a chunk that carries an `error`)."""
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        if isinstance(chunk.get("model"), str) and chunk["model"]:
+            self.model = chunk["model"]
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            self.choices += 1
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+            for name, parts in self.text.items():
+                piece = delta.get(name)
+                if isinstance(piece, str) and piece:
+                    parts.append(piece)
+            for i, block in enumerate(delta.get("reasoning_details") or []):
+                if isinstance(block, dict):
+                    _merge(self.details.setdefault(block.get("index", i), {}), block, ("text", "summary", "data"))
+            for i, call in enumerate(delta.get("tool_calls") or []):
+                acc = self.calls.setdefault(call.get("index", i), {"function": {}})
+                for key in ("id", "type"):
+                    if call.get(key) and not acc.get(key):
+                        acc[key] = call[key]
+                fn = call.get("function") or {}
+                name = fn.get("name")
+                if name and name != acc["function"].get("name"):  # some servers repeat the whole name
+                    acc["function"]["name"] = acc["function"].get("name", "") + name
+                args = fn.get("arguments")
+                if args:
+                    acc["function"]["arguments"] = acc["function"].get("arguments", "") + (
+                        args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+                    )
+
+    def body(self) -> dict:
+        """The equivalent non-streamed response body (for parse_completion)."""
+        if not self.choices:
+            return {"choices": [], "usage": self.usage}
+        msg: dict = {"role": "assistant", "content": "".join(self.text["content"]) or None}
+        for name in ("reasoning", "reasoning_content"):
+            if self.text[name]:
+                msg[name] = "".join(self.text[name])
+        if self.details:
+            msg["reasoning_details"] = [self.details[i] for i in sorted(self.details)]
+        if self.calls:
+            msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        choice = {"message": msg, "finish_reason": self.finish_reason}
+        return {"choices": [choice], "usage": self.usage, **({"model": self.model} if self.model else {})}
+
+
+def _merge(acc: dict, delta: dict, concat: tuple[str, ...]) -> None:
+    """Merge one delta into a block: the `concat` fields grow, the others take the latest value."""
+    for key, value in delta.items():
+        if key in concat and isinstance(value, str):
+            acc[key] = acc.get(key, "") + value
+        elif value is not None:
+            acc[key] = value
+
+
+def api_message(msg: dict) -> dict:
+    """A history message as sent to the endpoint (our own bookkeeping fields removed)."""
+    if msg["role"] != "assistant":
+        return msg
+    out = {"role": "assistant", "content": msg.get("content") or ""}
+    if msg.get("tool_calls"):
+        out["tool_calls"] = msg["tool_calls"]
+    if msg.get("reasoning_details"):
+        out["reasoning_details"] = msg["reasoning_details"]  # signed blocks go back unchanged
+    return out
+
+
+def request_extras(
+    model: ModelConfig, provider: ProviderConfig, reasoning: ReasoningConfig, max_tokens: int | None
+) -> tuple[dict, dict]:
+    """Build (keyword params, extra_body) sent with every call."""
+    params: dict = {}
+    extra = dict(model.extra_body or {})
+    routing = {}
+    for name in ("only", "ignore", "order", "sort", "allow_fallbacks", "require_parameters", "data_collection"):
+        value = getattr(provider, name)
+        if value is not None:
+            routing[name] = (
+                value.value if isinstance(value, Enum) else list(value) if isinstance(value, list) else value
+            )
+    if routing:
+        extra["provider"] = routing
+    effort = reasoning.effort.value if reasoning.effort is not None else None
+    if reasoning.enabled is False:
+        effort = "none"
+    api = model.reasoning_api
+    if api in (ReasoningApi.openrouter, ReasoningApi.both):
+        obj: dict = {}
+        if reasoning.enabled is False:
+            obj["effort"] = "none"
+        else:
+            if reasoning.enabled is True:
+                obj["enabled"] = True
+            if effort:
+                obj["effort"] = effort
+            if reasoning.max_tokens is not None:
+                obj["max_tokens"] = reasoning.max_tokens
+        if reasoning.exclude is not None:
+            obj["exclude"] = reasoning.exclude
+        if obj:
+            extra["reasoning"] = obj
+    if api in (ReasoningApi.openai, ReasoningApi.both) and effort:
+        params["reasoning_effort"] = effort
+    if max_tokens is not None:
+        params[model.max_tokens_param] = max_tokens
+    if model.temperature is not None:
+        params["temperature"] = model.temperature
+    return params, extra
+
+
+def resolve_api_key(model: ModelConfig) -> str:
+    """Read the key from the named environment variable; never from config."""
+    if not model.api_key_env:
+        return "no-key"  # local servers take any key; the SDK insists on one
+    key = os.environ.get(model.api_key_env)
+    if not key:
+        raise ConfigError(
+            f"model {model.name!r} needs an API key in the environment variable {model.api_key_env}, "
+            "which is not set (export it, or set model.api_key_env=null for a server without keys)"
+        )
+    return key
+
+
+class OpenAIChatModel:
+    """Any OpenAI-compatible chat-completions endpoint, through one shared connection pool."""
+
+    def __init__(
+        self,
+        model: ModelConfig,
+        provider: ProviderConfig,
+        reasoning: ReasoningConfig,
+        max_tokens: int | None = None,
+        pool_size: int = 100,
+        base_url: str | None = None,
+        hooks: Sequence[object] = (),
+    ):
+        self.cfg = model
+        self._params, self._extra = request_extras(model, provider, reasoning, max_tokens)
+        # One SDK client (aiohttp transport, one keep-alive pool) for every call; no retries below tenacity's.
+        self.client = openai.AsyncOpenAI(
+            api_key=resolve_api_key(model),
+            base_url=base_url or model.base_url,
+            max_retries=0,
+            timeout=model.timeout_s,
+            default_headers=dict(model.default_headers or {}) or None,
+            http_client=openai.DefaultAioHttpClient(
+                limits=httpx2.Limits(max_connections=pool_size + 16, max_keepalive_connections=pool_size + 16),
+            ),
+        )
+        # Call meters, e.g. a rate limiter or a budget: `await before_call(estimated_tokens)`, `after_call(exc, completion)`.
+        self.hooks = list(hooks)
+        # Open once the endpoint refuses connections or credentials: every later call fails at once with it.
+        self.down: EndpointDown | None = None
+
+    def request_body(self, messages: list[dict], tools: list[dict]) -> dict:
+        """The JSON body of one chat-completions call (extra_body last, so it wins, as in the SDK)."""
+        body: dict = {"model": self.cfg.name, "messages": [api_message(m) for m in messages], **self._params}
+        if tools:
+            body["tools"] = tools
+            if self.cfg.tool_choice and self._forces_tools(messages):
+                body["tool_choice"] = self.cfg.tool_choice
+        if self.cfg.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        body.update(self._extra)
+        return body
+
+    def _forces_tools(self, messages: list[dict]) -> bool:
+        """Whether tool_choice applies to this call (`tool_choice_turns` limits it to the first calls)."""
+        if self.cfg.tool_choice_turns is None:
+            return True
+        return sum(m["role"] == "assistant" for m in messages) < self.cfg.tool_choice_turns
+
+    async def _post(self, content: bytes) -> Completion:
+        """One call through the SDK's raw request path (no per-call params models); a stream is added up."""
+        if not self.cfg.stream:
+            raw = await self.client.post(CHAT_PATH, cast_to=httpx2.Response, content=content)
+            try:
+                body = fastjson.loads(raw.content)
+            except ValueError as exc:
+                raise MalformedReply(f"reply is not JSON ({exc}): {raw.content[:200]!r}") from None
+            return parse_completion(body)
+        acc = StreamAccumulator()
+        stream = await self.client.post(
+            CHAT_PATH, cast_to=dict, content=content, stream=True, stream_cls=openai.AsyncStream[dict]
+        )
+        try:
+            async for chunk in stream:
+                if isinstance(chunk, dict):
+                    acc.add(chunk)
+                else:
+                    raise BrokenStream(f"unexpected stream chunk: {str(chunk)[:200]}")
+        except (openai.APIStatusError, openai.APIConnectionError):
+            raise
+        except openai.APIError as exc:  # an error event inside the stream
+            code = exc.body.get("code") if isinstance(exc.body, dict) else None
+            raise BrokenStream(f"error in the stream: {exc.message}", code if isinstance(code, int) else None) from exc
+        except ValueError as exc:
+            raise BrokenStream(f"unreadable stream chunk: {exc}") from exc
+        finally:
+            await stream.close()
+        return parse_completion(acc.body())
+
+    async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
+        if self.down is not None:
+            raise type(self.down)(str(self.down), self.down.status)
+        content = fastjson.dumps(self.request_body(messages, tools))  # once, for every attempt
+        retries = -1
+        estimate = sum(len(str(m.get("content") or "")) for m in messages) / 4 + 1
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.cfg.max_retries + 1) | self._refused_long_enough,
+            wait=RetryAfterWait(self.cfg.retry_initial_wait_s, self.cfg.retry_max_wait_s),
+            retry=retry_if_exception(is_retryable),
+            reraise=True,
+            before_sleep=self._before_sleep,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    retries += 1
+                    for h in self.hooks:
+                        await h.before_call(estimate)
+                    try:
+                        completion = await self._post(content)
+                    except BaseException as exc:
+                        for h in self.hooks:
+                            h.after_call(exc, None)
+                        raise
+                    fill_cost(completion.usage, self.cfg.price)  # before the meters see it
+                    for h in self.hooks:
+                        h.after_call(None, completion)
+        except openai.APIStatusError as exc:
+            if is_auth_error(exc):
+                key = f" (the key in ${self.cfg.api_key_env})" if self.cfg.api_key_env else ""
+                self.down = EndpointAuthError(
+                    f"{self.client.base_url} refused the credentials{key}: {_describe(exc, retries)}", exc.status_code
+                )
+                raise type(self.down)(str(self.down), exc.status_code) from exc
+            raise ModelCallError(_describe(exc, retries), exc.status_code) from exc
+        except (openai.APIConnectionError, EmptyResponse, MalformedReply, BrokenStream) as exc:
+            if connection_refused(exc):
+                tail = f" ({retries} retries)" if retries else ""
+                self.down = EndpointRefused(
+                    f"connection refused by {self.client.base_url}{tail}: is the server running, is the URL right?"
+                )
+                raise type(self.down)(str(self.down)) from exc
+            raise ModelCallError(_describe(exc, retries)) from exc
+        completion.retries = retries
+        return completion
+
+    def _refused_long_enough(self, state: RetryCallState) -> bool:
+        """Stop retrying a refused connection after `model.refused_retries` retries (not `max_retries`)."""
+        exc = state.outcome.exception() if state.outcome else None
+        return connection_refused(exc) and state.attempt_number > self.cfg.refused_retries
+
+    @staticmethod
+    def _before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0
+        log.info("model call failed (%s); retry %d in %.2fs", _short(exc), state.attempt_number, wait)
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def _short(exc: BaseException | None) -> str:
+    if connection_refused(exc):
+        return "connection refused"
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    return type(exc).__name__ if exc else "?"
+
+
+def _describe(exc: BaseException, retries: int) -> str:
+    detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+    tail = f" after {retries} retries" if retries else ""
+    return f"{_short(exc)}{tail}: {detail}"

@@ -1,0 +1,168 @@
+"""The numbers of a run for its report: summary, toolset usage, reasoning coverage, the comparison table."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from hermes_runner.rundir.reader import STATUSES, RunData, status_of
+from hermes_runner.tools.catalog import all_tools
+
+
+@dataclass
+class Job:
+    """One run of the report (a sweep has several), with its label."""
+
+    label: str
+    run: RunData
+    tag: str = ""  # "#1", "#2"... in a sweep
+
+    @property
+    def name(self) -> str:
+        return f"{self.tag} {self.label}" if self.tag else self.label
+
+    @property
+    def trajectories(self) -> list[dict]:
+        """Final records of kept and discarded prompts."""
+        return [r for r in self.run.final.values() if r["status"] != "failed"]
+
+
+def summary(job: Job) -> dict:
+    run, s = job.run, job.run.stats
+    counts = Counter(status_of(r) for r in run.final.values())
+    total = run.total_prompts()
+    done = len(run.final)
+    trajs = job.trajectories
+    calls = sum(t[0] for t in s.tools.values())
+    fails = sum(t[1] for t in s.tools.values())
+    u = s.usage
+    return {
+        "label": job.label,
+        "run_name": run.name,
+        "model": run.config_value("model.name") or "",
+        "distribution": (run.config_value("distribution") or {}).get("name", ""),
+        "live": run.live,
+        "total": total,
+        "done": done,
+        "pending": (total - done) if total is not None else None,
+        "counts": {k: counts.get(k, 0) for k in STATUSES},
+        "kept": s.ok,
+        "kept_pct": pct(s.ok, done),
+        "discarded_by_reason": dict(s.discarded.most_common()),
+        "failed_by_error": dict(s.failed.most_common()),
+        "tokens": u.total_tokens,
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "cached_tokens": u.cached_tokens,
+        "reasoning_tokens": u.reasoning_tokens,
+        "cost_usd": float(u.cost_usd),
+        "duration_s": run.duration_s(),
+        "prompt_seconds": s.prompt_seconds,
+        "api_calls": s.api_calls,
+        "retries": s.retries,
+        # (an invocation is recorded as it starts; one of an older runner only at its end)
+        "invocations": len(run.invocations) + (1 if run.live and all(i.get("ended") for i in run.invocations) else 0),
+        "tool_calls": calls,
+        "tool_success_pct": pct(calls - fails, calls),
+        "unknown_tool_calls": sum(s.unknown_tools.values()),
+        "reasoning_pct": pct(s.reasoning_turns, s.turns),
+        "reasoning_kept_pct": pct(s.kept_reasoning_turns, s.kept_turns),
+        "mean_turns": mean([r.get("turns", 0) for r in trajs]),
+        "mean_api_calls": mean([r.get("api_calls", 0) for r in run.final.values()]),
+        "mean_duration_s": mean([r.get("duration_s", 0.0) for r in run.final.values()]),
+    }
+
+
+def pct(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 1) if whole else 0.0
+
+
+def mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 2) if values else 0.0
+
+
+def toolset_usage(job: Job) -> tuple[list[str], dict[str, list[float]]]:
+    """(toolsets, {"target %", "sampled %", "used %"}) over the run's trajectories."""
+    owner = {name: t.toolset for name, t in all_tools().items()}
+    trajs = job.trajectories
+    sampled: Counter = Counter()
+    used: Counter = Counter()
+    for r in trajs:
+        sampled.update(set(r.get("toolsets") or []))
+        used.update({owner[n] for n, (count, _) in (r.get("tools") or {}).items() if count and n in owner})
+    target = job.run.target_toolsets()
+    names = sorted(set(sampled) | set(used) | set(target))
+    n = len(trajs)
+    series: dict[str, list[float]] = {}
+    if target:
+        series["target %"] = [float(target.get(ts, 0.0)) for ts in names]
+    series["sampled %"] = [pct(sampled[ts], n) for ts in names]
+    series["used %"] = [pct(used[ts], n) for ts in names]
+    return names, series
+
+
+COVERAGE_BINS = ("0%", "1–24%", "25–49%", "50–74%", "75–99%", "100%")
+
+
+def coverage_bin(rec: dict) -> int | None:
+    turns = rec.get("turns", 0)
+    if not turns:
+        return None
+    pct = 100.0 * rec.get("reasoning_turns", 0) / turns
+    if pct == 0:
+        return 0
+    if pct == 100:
+        return 5
+    return 1 + min(3, int(pct // 25))
+
+
+COMPARE_ROWS = [
+    ("model", "model", "s"),
+    ("distribution", "distribution", "s"),
+    ("prompts done", "done", "n"),
+    ("pending", "pending", "n"),
+    ("kept", "kept", "n"),
+    ("kept %", "kept_pct", "%"),
+    ("completed", "counts.completed", "n"),
+    ("partial", "counts.partial", "n"),
+    ("discarded", "counts.discarded", "n"),
+    ("failed", "counts.failed", "n"),
+    ("mean turns", "mean_turns", "f"),
+    ("mean API calls", "mean_api_calls", "f"),
+    ("tool calls", "tool_calls", "n"),
+    ("tool success %", "tool_success_pct", "%"),
+    ("reasoning coverage %", "reasoning_pct", "%"),
+    ("tokens", "tokens", "n"),
+    ("cost (USD)", "cost_usd", "$"),
+    ("mean time per prompt (s)", "mean_duration_s", "f"),
+    ("wall time (s)", "duration_s", "f"),
+]
+
+
+def compare_table(summs: list[dict]) -> list[dict]:
+    """Rows of the side-by-side table: metric, one formatted cell per job."""
+    out = []
+    for title, path, kind in COMPARE_ROWS:
+        raw = []
+        for sm in summs:
+            v: object = sm
+            for part in path.split("."):
+                v = v.get(part) if isinstance(v, dict) else None
+            raw.append(v)
+        cells = [_fmt(v, kind) for v in raw]
+        out.append({"metric": title, "cells": cells})
+    return out
+
+
+def _fmt(v: object, kind: str) -> str:
+    if v is None:
+        return "–"
+    if kind == "s":
+        return str(v)
+    if kind == "%":
+        return f"{v:g}%"
+    if kind == "$":
+        return f"${v:,.4f}"
+    if kind == "f":
+        return f"{v:,.2f}"
+    return f"{v:,}"

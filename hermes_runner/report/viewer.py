@@ -1,0 +1,208 @@
+"""Data of the report's trajectory viewer: which trajectories to embed, and their messages ready to show."""
+
+from __future__ import annotations
+
+import json
+
+from hermes_runner.messages import to_openai
+from hermes_runner.report import svg as svgchart
+from hermes_runner.report.summary import Job
+from hermes_runner.rundir.layout import DISCARDED, TRAJECTORIES
+from hermes_runner.rundir.reader import STATUSES, status_of
+
+MAX_TRAJECTORIES = 500
+MAX_CHARS = 4000  # per message text in the viewer
+TRAJECTORY_BUDGET = 40_000  # characters per trajectory; texts past it are cut shorter
+SHORT_CHARS = 400
+
+
+def pick(groups: list[list[str]], cap: int) -> list[set[str]]:
+    """Share `cap` among groups (small ones whole, the rest evenly), sampling each evenly over its order."""
+    take = [0] * len(groups)
+    left = cap
+    order = sorted(range(len(groups)), key=lambda i: len(groups[i]))
+    for n, i in enumerate(order):
+        share = left // (len(groups) - n)
+        take[i] = min(len(groups[i]), share)
+        left -= take[i]
+    out = []
+    for g, k in zip(groups, take, strict=False):
+        if k >= len(g):
+            out.append(set(g))
+        else:
+            out.append({g[int(i * len(g) / k)] for i in range(k)} if k else set())
+    return out
+
+
+class Clipper:
+    """Cuts long texts, tighter once a trajectory has used its budget."""
+
+    def __init__(self, max_chars: int, budget: int = TRAJECTORY_BUDGET):
+        self.max_chars, self.budget, self.used = max_chars, budget, 0
+
+    def __call__(self, text: str, where: str = "") -> str:
+        limit = self.max_chars if self.used < self.budget else min(self.max_chars, SHORT_CHARS)
+        self.used += min(len(text), limit)
+        if len(text) <= limit:
+            return text
+        return f"{text[:limit]}\n… [{len(text) - limit:,} more characters not shown here{where}]"
+
+    def tree(self, value: object) -> object:
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {k: self.tree(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.tree(v) for v in value]
+        return value
+
+
+def _parse(text: str) -> object:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def view_messages(entry: dict, clip: Clipper, where: str) -> tuple[list[dict], dict]:
+    """Display messages of one trajectory, and its system prompt / offered tools."""
+    conv = to_openai(entry, reasoning="field")
+    out: list[dict] = []
+    system = ""
+    for m in conv["messages"]:
+        role = m["role"]
+        if role == "system":
+            system = m["content"]
+        elif role == "user":
+            out.append({"r": "user", "c": clip(m["content"], where)})
+        elif role == "assistant":
+            msg: dict = {"r": "assistant", "c": clip(m.get("content") or "", where)}
+            if m.get("reasoning_content"):
+                msg["th"] = clip(m["reasoning_content"], where)
+            calls = []
+            for c in m.get("tool_calls") or []:
+                raw = c["function"]["arguments"]
+                args = _parse(raw)
+                call = {"n": c["function"]["name"], "id": c["id"]}
+                if isinstance(args, dict):
+                    call["a"] = clip.tree(args)
+                else:
+                    call["raw"], call["bad"] = clip(raw, where), True
+                calls.append(call)
+            if calls:
+                msg["calls"] = calls
+            out.append(msg)
+        elif role == "tool":
+            body = _parse(m["content"])
+            msg = {"r": "tool", "n": m.get("name", ""), "id": m.get("tool_call_id", "")}
+            if isinstance(body, dict):
+                msg["o"] = clip.tree(body)
+                msg["err"] = bool(body.get("error"))
+            else:
+                msg["c"] = clip(m["content"], where)
+                msg["err"] = False
+            out.append(msg)
+    tools = [t["function"]["name"] for t in conv["tools"]]
+    return out, {"system": system, "tools": tools}
+
+
+def viewer_data(jobs: list[Job], max_trajectories: int, max_chars: int) -> dict:
+    groups: list[list[str]] = []
+    where: list[tuple[int, str]] = []
+    for ji, job in enumerate(jobs):
+        for status, keys in job.run.by_status().items():
+            if keys:
+                groups.append(keys)
+                where.append((ji, status))
+    chosen = pick(groups, max_trajectories)
+    shown = sum(len(c) for c in chosen)
+    total = sum(len(g) for g in groups)
+    heads: list[str] = []  # distinct (system prompt, tools) blocks, shared by index
+    head_ids: dict[str, int] = {}
+    items: list[dict] = []
+    for ji, job in enumerate(jobs):
+        keys = set().union(*(c for c, (j, _) in zip(chosen, where, strict=False) if j == ji)) if chosen else set()
+        if not keys:
+            continue
+        ordered = [k for k in job.run.final if k in keys]
+        failures = job.run.failures()
+        entries = dict((rec["key"], e) for rec, e in job.run.entries(ordered))
+        for key in ordered:
+            rec = job.run.final[key]
+            items.append(_item(len(items), ji, rec, entries.get(key), failures.get(key), max_chars, heads, head_ids))
+    return {
+        "jobs": [j.name for j in jobs],
+        "tags": [j.tag for j in jobs],
+        "colors": [svgchart.color(i) for i in range(len(jobs))],
+        "heads": heads,
+        "items": items,
+        "shown": shown,
+        "total": total,
+        "max_chars": max_chars,
+        "statuses": list(STATUSES),
+    }
+
+
+def _item(
+    n: int,
+    ji: int,
+    rec: dict,
+    entry: dict | None,
+    failure: dict | None,
+    max_chars: int,
+    heads: list[str],
+    head_ids: dict[str, int],
+) -> dict:
+    status = status_of(rec)
+    clip = Clipper(max_chars)
+    called = sorted(
+        {*(k for k, v in (rec.get("tools") or {}).items() if v and v[0]), *(rec.get("unknown_tools") or {})}
+    )
+    item = {
+        "id": n,
+        "j": ji,
+        "key": rec["key"],
+        "idx": rec.get("index"),
+        "st": status,
+        "why": rec.get("reason") or rec.get("error_type") or rec.get("stop") or "",
+        "tools": called,
+        "unknown": sorted(rec.get("unknown_tools") or {}),
+        "toolsets": rec.get("toolsets") or [],
+        "turns": rec.get("turns", 0),
+        "calls": rec.get("api_calls", 0),
+        "dur": rec.get("duration_s", 0.0),
+        "tok": (rec.get("usage") or {}).get("total_tokens", 0),
+        "cost": (rec.get("usage") or {}).get("cost_usd", 0.0),
+        "retries": rec.get("retries", 0),
+        "inv": rec.get("inv"),
+        "batch": rec.get("batch"),
+    }
+    if entry is not None:
+        fname = DISCARDED if status == "discarded" else TRAJECTORIES
+        msgs, head = view_messages(entry, clip, f"; see {fname}")
+        text = json.dumps(head, ensure_ascii=False)
+        if text not in head_ids:
+            head_ids[text] = len(heads)
+            heads.append(text)
+        item["head"] = head_ids[text]
+        item["msgs"] = msgs
+        meta = entry.get("metadata") or {}
+        item["model"] = meta.get("model", "")
+        item["fields"] = meta.get("row_fields", "")
+        item["tool_errors"] = sum(1 for m in msgs if m.get("err")) + sum(
+            1 for m in msgs for c in m.get("calls", []) if c.get("bad")
+        )
+    else:
+        detail = failure or {}
+        prompt = detail.get("prompt", "")
+        item["msgs"] = ([{"r": "user", "c": clip(prompt, "; see failures.jsonl")}] if prompt else []) + [
+            {
+                "r": "error",
+                "c": f"{rec.get('error_type', 'Error')}: {rec.get('error', '')}",
+                "tb": clip(detail.get("traceback", ""), "; see failures.jsonl"),
+            }
+        ]
+        item["tool_errors"] = 0
+    first_user = next((m["c"] for m in item["msgs"] if m["r"] == "user"), "")
+    item["prompt"] = first_user[:240]
+    return item

@@ -1,0 +1,26 @@
+"""Every file name of a run directory, in one place (the modules that write or read them import them from here)."""
+
+from __future__ import annotations
+
+import re
+
+# The ledger and its side logs (rundir/store.py)
+LEDGER = "ledger.jsonl"
+DISCARDED = "discarded.jsonl"
+FAILURES = "failures.jsonl"
+USAGE = "usage.jsonl"
+BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")  # batch files of a hermes-agent run dir
+LOCK = ".lock"  # held by the one invocation that owns the run dir
+
+# The manifest and the invocations log (rundir/manifest.py)
+MANIFEST = "run.json"
+INVOCATIONS = "invocations.jsonl"
+
+# The outputs rebuilt from the ledger at the end of each invocation
+CHECKPOINT = "checkpoint.json"
+TRAJECTORIES = "trajectories.jsonl"
+STATISTICS = "statistics.json"
+FEATURES_FILE = "dataset_features.json"  # the datasets.Features of trajectories.jsonl
+REJECTED = "rejected.jsonl"  # dataset lines that were not a valid prompt (plan.py)
+MERGED = "merged.json"  # what a merged run dir was merged from (rundir/merge.py)
+REPORT = "report.html"  # the report page (report/page.py)

@@ -1,0 +1,147 @@
+"""A run's identity on disk: `run.json` (the config that defines its data, checked on every resume) and
+`invocations.jsonl` (every invocation's overrides and full config)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Collection
+from datetime import UTC, datetime
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from hermes_runner.config import RunConfig
+from hermes_runner.errors import ConfigError
+from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
+from hermes_runner.rundir.store import atomic_write, atomic_write_json
+from hermes_runner.util.redact import Redactor
+
+log = logging.getLogger(__name__)
+
+
+# The options that define the data: a resumed run must not change them silently.
+DATA_KEYS = (
+    "dataset_file", "model.name", "distribution", "seed", "max_turns", "max_tokens", "reasoning",
+    "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
+    "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout",
+)  # fmt: skip
+
+
+def data_config(cfg: RunConfig, dropped: Collection[str]) -> dict:
+    """The options that define the run's data, with the toolsets dropped for want of a backend."""
+    conf = OmegaConf.structured(cfg)
+    out = {}
+    for key in DATA_KEYS:
+        value = OmegaConf.select(conf, key)
+        out[key] = (
+            OmegaConf.to_container(value, resolve=True, enum_to_str=True)
+            if OmegaConf.is_config(value)
+            else (value.value if hasattr(value, "value") else value)
+        )
+    # Toolsets dropped for want of a backend change what prompts are offered.
+    out["toolsets_unavailable"] = sorted(dropped) or None
+    return out
+
+
+def _diff(old: dict, new: dict) -> list[str]:
+    return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if old.get(k) != new.get(k)]
+
+
+def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Redactor | None = None) -> int:
+    """Check resume rules against the manifest; return the invocation number. Nothing is written:
+    `write_manifest` does that once the run has started.
+
+    `dropped`: the distribution's toolsets left out for want of a backend (services.check_toolsets).
+    """
+    manifest = run_dir / MANIFEST
+    current = (redact or Redactor())(data_config(cfg, dropped))
+    if manifest.exists():
+        if not cfg.resume:
+            raise ConfigError(
+                f"run directory {run_dir} already holds run {cfg.run_name!r} and resume=false. "
+                f"To start fresh, delete {run_dir} or choose another run_name; to continue it, drop resume=false."
+            )
+        old = json.loads(manifest.read_text())
+        changes = _diff(old.get("data_config", {}), current)
+        if changes and not cfg.force_resume:
+            raise ConfigError(
+                "the configuration that defines this run's data changed since it began:\n  "
+                + "\n  ".join(changes)
+                + "\nUse another run_name for a new run, or force_resume=true to continue with the new settings."
+            )
+        if changes:
+            log.warning("force_resume: continuing with changed settings: %s", "; ".join(changes))
+    inv_path = run_dir / INVOCATIONS
+    n = sum(1 for _ in inv_path.open()) if inv_path.exists() else 0
+    return n
+
+
+def write_manifest(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Redactor | None = None) -> None:
+    """Write `run.json` (the guard of the run's data config) unless it exists: call it once the run starts."""
+    manifest = run_dir / MANIFEST
+    if not manifest.exists():
+        current = (redact or Redactor())(data_config(cfg, dropped))
+        atomic_write_json(manifest, {"run_name": cfg.run_name, "created": now(), "data_config": current})
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+
+
+def start_invocation(
+    run_dir: Path, n: int, cfg: RunConfig, overrides: list[str], started: float, redact: Redactor | None = None
+) -> None:
+    """Append this invocation's record (`ended: null` until `end_invocation`), fsynced: a killed
+    invocation stays recorded."""
+    redact = redact or Redactor()
+    entry = {
+        "invocation": n,
+        "started": _stamp(started),
+        "ended": None,
+        "duration_s": None,
+        "pid": os.getpid(),
+        "argv": redact(sys.argv[1:]),
+        "overrides": redact(list(overrides)),
+        "config": redact(OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True)),
+    }
+    fd = os.open(run_dir / INVOCATIONS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(entry) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def end_invocation(run_dir: Path, n: int, started: float, ended: float) -> None:
+    """Set the end of invocation `n` in its record (the file is rewritten atomically)."""
+    path = run_dir / INVOCATIONS
+    lines = path.read_bytes().splitlines(keepends=True) if path.exists() else []
+    for i in range(len(lines) - 1, -1, -1):
+        try:
+            entry = json.loads(lines[i])
+        except ValueError:
+            continue
+        if entry.get("invocation") == n and entry.get("pid") == os.getpid():
+            entry.update(ended=_stamp(ended), duration_s=round(ended - started, 3))
+            lines[i] = (json.dumps(entry) + "\n").encode()
+            atomic_write(path, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines))
+            return
+
+
+def past_durations(run_dir: Path) -> float:
+    """Seconds spent by the invocations recorded so far."""
+    total = 0.0
+    path = run_dir / INVOCATIONS
+    if path.exists():
+        for line in path.open():
+            with contextlib.suppress(ValueError):
+                total += json.loads(line).get("duration_s") or 0.0
+    return total

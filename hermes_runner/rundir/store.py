@@ -1,0 +1,429 @@
+"""The run directory on disk: append-only logs, the ledger of dispositions, atomic rewrites.
+
+Every prompt that ends gets one terminal record in `ledger.jsonl` (ok / discarded), or a
+`failed` record that a later attempt may supersede. Trajectories go to `batch_N.jsonl`
+(kept) or `discarded.jsonl`, and the ledger points at their bytes, so the derived files
+(`trajectories.jsonl`, `statistics.json`, `checkpoint.json`) are always rebuilt from it.
+Every model call is appended to `usage.jsonl` as it starts and ends, so the spend of prompts
+that never reach the ledger (cancelled, or the runner killed) is known too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hermes_runner.rundir.layout import BATCH_RE, DISCARDED, FAILURES, LEDGER, LOCK, USAGE  # noqa: F401  (re-exported)
+from hermes_runner.util import fastjson
+
+log = logging.getLogger(__name__)
+
+TERMINAL = ("ok", "discarded")
+TMP_SUFFIX = ".hr-tmp"  # the temp files of atomic_write, and only those, end with it
+# Temp files of atomic writes before TMP_SUFFIX: a mkstemp name after one of the run dir's rewritten files.
+_LEGACY_TMP = re.compile(
+    r"^\.(trajectories\.jsonl|statistics\.json|checkpoint\.json|run\.json|rejected\.jsonl|report\.html)"
+    r"\.[a-z0-9_]{8}$"
+)
+
+
+def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Replace `path` atomically: write a temp file in the same dir, fsync, rename.
+
+    A kill leaves the temp file (named `.<name>.XXXXXXXX.hr-tmp`); `remove_stale_temps` removes it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fp:
+            if isinstance(data, bytes):
+                fp.write(data)
+            else:
+                for chunk in data:
+                    fp.write(chunk)
+            fp.flush()
+            os.fchmod(fp.fileno(), 0o644)
+            os.fsync(fp.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def remove_stale_temps(directory: Path) -> list[str]:
+    """Remove the temp files that killed atomic writes left in `directory` (call it holding the dir's lock)."""
+    removed = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(directory):
+            name = entry.name
+            if name.startswith(".") and (name.endswith(TMP_SUFFIX) or _LEGACY_TMP.match(name)) and entry.is_file():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed.append(name)
+    if removed:
+        log.info("removed %d temp files left by an interrupted write: %s", len(removed), ", ".join(sorted(removed)))
+    return removed
+
+
+def atomic_write_json(path: Path, obj: object) -> None:
+    atomic_write(path, (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def dumps_line(obj: object) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode()
+
+
+class AppendLog:
+    """An append-only JSONL file written in whole lines; repairs a torn tail on open."""
+
+    def __init__(self, path: Path, repair: bool = True):
+        self.path = path
+        if repair and path.exists():
+            self._repair()
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.dirty = False
+
+    def _repair(self) -> None:
+        size = self.path.stat().st_size
+        if size == 0:
+            return
+        with self.path.open("rb+") as fp:
+            fp.seek(max(0, size - 1))
+            if fp.read(1) == b"\n":
+                return
+            # Find the last complete line and cut the torn bytes after it.
+            pos = size
+            while pos > 0:
+                step = min(65536, pos)
+                fp.seek(pos - step)
+                chunk = fp.read(step)
+                nl = chunk.rfind(b"\n")
+                if nl >= 0:
+                    pos = pos - step + nl + 1
+                    break
+                pos -= step
+            log.warning("%s: dropping a torn last line (%d bytes) left by a crash", self.path.name, size - pos)
+            fp.truncate(pos)
+
+    def append(self, line: bytes) -> tuple[int, int]:
+        """Write one whole line; return (offset, length). A failed write (e.g. a full disk) leaves no torn bytes."""
+        offset = self.size
+        view = memoryview(line)
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except BaseException:
+            self.truncate(offset)
+            raise
+        self.size += len(line)
+        self.dirty = True
+        return offset, len(line)
+
+    def truncate(self, offset: int) -> None:
+        """Cut the file back to `offset` (undo appends past it)."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, offset)
+        self.size = offset
+
+    def sync(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.sync()
+            os.close(self._fd)
+            self._fd = -1
+
+
+def iter_lines(path: Path) -> Iterable[bytes]:
+    """Complete lines of a JSONL file (a torn last line is skipped)."""
+    with path.open("rb") as fp:
+        for line in fp:
+            if line.endswith(b"\n"):
+                yield line
+
+
+@dataclass(slots=True)
+class Ref:
+    """Where a terminal record's trajectory lives."""
+
+    status: str
+    file: str
+    offset: int
+    length: int
+    index: int  # prompt_index written in the entry
+    batch: int
+
+
+@dataclass
+class LedgerState:
+    terminal: dict[str, Ref] = field(default_factory=dict)
+    failed: dict[str, dict] = field(default_factory=dict)  # latest failure of keys not yet terminal
+    records: int = 0
+    next_batch: int = 0
+    attempts: set[tuple[str, int]] = field(default_factory=set)  # (key, invocation) of every record
+    foreign: set[str] = field(default_factory=set)  # files of imported trajectories (another runner's layout)
+
+
+@dataclass
+class CallLog:
+    """What `usage.jsonl` holds: every model call, recorded as it starts and as it ends."""
+
+    started: int = 0
+    answered: int = 0
+    failed: int = 0  # attempts that ended in an error (retried, or the prompt's failure)
+    # Calls of prompts that never reached the ledger in that invocation (cancelled, or the runner was killed):
+    # the ledger's records carry the spend of all the others.
+    unrecorded_usage: dict = field(default_factory=dict)
+    unrecorded_api_calls: int = 0  # answered calls of the run's model among them
+    unrecorded_errors: int = 0
+
+    @property
+    def unanswered(self) -> int:
+        """Calls that never got an answer: in flight when their prompt was cancelled or the runner killed."""
+        return max(0, self.started - self.answered - self.failed)
+
+    def add(self, rec: dict, recorded: bool) -> None:
+        """Count one event; `recorded`: its prompt has a ledger record of that invocation."""
+        event = rec["event"]
+        if event == "start":
+            self.started += 1
+        elif event == "end":
+            self.answered += 1
+            if not recorded:
+                self.unrecorded_api_calls += rec.get("model") == "main"
+                unrecorded = self.unrecorded_usage
+                for name, value in (rec.get("usage") or {}).items():
+                    if isinstance(value, int | float):
+                        unrecorded[name] = unrecorded.get(name, 0) + value
+        elif event == "error":
+            self.failed += 1
+            self.unrecorded_errors += not recorded
+
+
+class RunDirBusy(Exception):
+    """Another live process holds the run directory."""
+
+
+_PRELOCKED: dict[str, int] = {}  # run dir -> lock fd taken before the run dir was written (see `prelock`)
+
+
+def _take_lock(run_dir: Path) -> int:
+    """flock `run_dir/.lock` for this process, writing nothing else; RunDirBusy when a live process holds it."""
+    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise RunDirBusy(f"{run_dir} is in use by {holder}") from None
+    return fd
+
+
+def prelock(run_dir: Path) -> None:
+    """Take a run dir's lock early (before Hydra writes `.hydra/` into it); `RunStore.lock` adopts it."""
+    run_dir = Path(run_dir)
+    key = str(run_dir.resolve())
+    if key not in _PRELOCKED:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _PRELOCKED[key] = _take_lock(run_dir)
+
+
+class RunStore:
+    """Single writer of a run directory."""
+
+    def __init__(self, run_dir: Path):
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = -1
+        self._batches: dict[int, AppendLog] = {}
+        self._closing: list[AppendLog] = []  # finished batch files, fsynced and closed by the next sync
+        self._ledger: AppendLog | None = None
+        self._discarded: AppendLog | None = None
+        self._failures: AppendLog | None = None
+        self._usage: AppendLog | None = None
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()  # one sync at a time (the background one and the final one)
+
+    def lock(self) -> None:
+        """Take the run directory for this process (released when the process ends, even by kill -9)."""
+        fd = _PRELOCKED.pop(str(self.dir.resolve()), None)
+        if fd is None:
+            fd = _take_lock(self.dir)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    # -- loading -------------------------------------------------------------------
+
+    def load(self, on_record: Callable[[dict], None] | None = None, repair: bool = True) -> LedgerState:
+        """Read the ledger (repairing a torn tail unless `repair` is false, e.g. for a reader of
+        a live run); call `on_record` for every record kept."""
+        state = LedgerState()
+        path = self.dir / LEDGER
+        existing = [int(m.group(1)) for p in self.dir.glob("batch_*.jsonl") if (m := BATCH_RE.match(p.name))]
+        state.next_batch = max(existing, default=-1) + 1
+        if path.exists():
+            if repair:
+                AppendLog(path).close()  # repair only
+            sizes: dict[str, int] = {}
+            for raw in iter_lines(path):
+                try:
+                    rec = fastjson.loads(raw)
+                    key, status = rec["key"], rec["status"]
+                except (ValueError, KeyError, TypeError):
+                    log.warning("%s: skipping an unreadable record", LEDGER)
+                    continue
+                state.records += 1
+                state.attempts.add((key, rec.get("inv", -1)))
+                if key in state.terminal:
+                    continue  # exactly once: the first terminal record wins
+                if status in TERMINAL:
+                    fname = rec["file"]
+                    if fname not in sizes:
+                        f = self.dir / fname
+                        sizes[fname] = f.stat().st_size if f.exists() else -1
+                    if rec["offset"] + rec["length"] > sizes[fname]:
+                        log.warning("ledger points past the end of %s; prompt %s will run again", fname, key)
+                        continue
+                    state.terminal[key] = Ref(
+                        status, fname, rec["offset"], rec["length"], rec["index"], rec.get("batch", -1)
+                    )
+                    if rec.get("imported"):
+                        state.foreign.add(fname)
+                    state.failed.pop(key, None)
+                elif status == "failed":
+                    state.failed[key] = rec
+                else:
+                    continue
+                if on_record:
+                    on_record(rec)
+                state.next_batch = max(state.next_batch, rec.get("batch", -1) + 1)
+        return state
+
+    # -- writing -------------------------------------------------------------------
+
+    def load_calls(self, attempts: set[tuple[str, int]]) -> CallLog:
+        """Read `usage.jsonl`; the spend of calls whose (prompt, invocation) has no ledger record in
+        `attempts` goes to `unrecorded_*` (the ledger's records carry the spend of the others)."""
+        calls = CallLog()
+        path = self.dir / USAGE
+        if not path.exists():
+            return calls
+        for raw in iter_lines(path):
+            try:
+                rec = fastjson.loads(raw)
+                calls.add(rec, (rec["key"], rec["inv"]) in attempts)
+            except (ValueError, KeyError, TypeError):
+                log.warning("%s: skipping an unreadable record", USAGE)
+        return calls
+
+    def write_usage(self, record: dict) -> None:
+        """Append one model-call event to `usage.jsonl` (fsynced with the ledger)."""
+        line = dumps_line(record)
+        with self._lock:
+            self._log(USAGE).append(line)
+
+    def _log(self, name: str) -> AppendLog:
+        attr = {LEDGER: "_ledger", DISCARDED: "_discarded", FAILURES: "_failures", USAGE: "_usage"}[name]
+        log_ = getattr(self, attr)
+        if log_ is None:
+            log_ = AppendLog(self.dir / name)
+            setattr(self, attr, log_)
+        return log_
+
+    def _batch(self, num: int) -> AppendLog:
+        b = self._batches.get(num)
+        if b is None:
+            b = self._batches[num] = AppendLog(self.dir / f"batch_{num}.jsonl", repair=False)
+        return b
+
+    def write_trajectory(self, status: str, batch: int, entry_line: bytes, record: dict) -> dict:
+        """Append a kept or discarded trajectory, then its ledger record pointing at it."""
+        with self._lock:
+            target = self._batch(batch) if status == "ok" else self._log(DISCARDED)
+            offset, length = target.append(entry_line)
+            record.update(status=status, file=target.path.name, offset=offset, length=length, batch=batch)
+            try:
+                self._log(LEDGER).append(dumps_line(record))
+            except BaseException:
+                target.truncate(offset)  # no trajectory without its record (e.g. the disk filled up in between)
+                raise
+        return record
+
+    def write_failure(self, record: dict, detail: dict) -> dict:
+        with self._lock:
+            record["status"] = "failed"
+            failures = self._log(FAILURES)
+            offset, _ = failures.append(dumps_line({**record, **detail}))
+            try:
+                self._log(LEDGER).append(dumps_line(record))
+            except BaseException:
+                failures.truncate(offset)
+                raise
+        return record
+
+    def close_batch(self, num: int) -> None:
+        """No more lines go to batch `num`; its fsync and close wait for the next sync (off the event loop)."""
+        with self._lock:
+            b = self._batches.pop(num, None)
+            if b:
+                self._closing.append(b)
+
+    def sync(self) -> None:
+        """fsync everything written since the last sync (data files before the ledger)."""
+        with self._sync_lock:
+            with self._lock:
+                closing, self._closing = self._closing, []
+                logs = [*self._batches.values(), *closing, self._discarded, self._failures, self._usage, self._ledger]
+            for lg in logs:
+                if lg is not None:
+                    lg.sync()
+            for lg in closing:
+                lg.close()
+
+    def close(self) -> None:
+        self.sync()
+        with self._sync_lock, self._lock:
+            for lg in [*self._batches.values(), self._discarded, self._failures, self._usage, self._ledger]:
+                if lg is not None:
+                    lg.close()
+            self._batches.clear()
+
+    # -- reading back --------------------------------------------------------------
+
+    def read_entry(self, ref: Ref, handles: dict[str, int]) -> bytes:
+        fd = handles.get(ref.file)
+        if fd is None:
+            fd = handles[ref.file] = os.open(self.dir / ref.file, os.O_RDONLY)
+        return os.pread(fd, ref.length, ref.offset)
+
+
+_INDEX_PREFIX = re.compile(rb'^\{"prompt_index": -?\d+')
+
+
+def with_prompt_index(line: bytes, index: int) -> bytes:
+    """Set the prompt_index of an entry line (entries always start with it)."""
+    new, n = _INDEX_PREFIX.subn(b'{"prompt_index": ' + str(index).encode(), line, count=1)
+    if n:
+        return new
+    obj = json.loads(line)
+    obj["prompt_index"] = index
+    return dumps_line(obj)

@@ -1,0 +1,21 @@
+"""What a search backend is: the `SearchBackend` Protocol and the `SearchHit` it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(slots=True)
+class SearchHit:
+    title: str
+    url: str
+    description: str
+
+
+class SearchBackend(Protocol):
+    name: str
+
+    async def search(self, query: str, limit: int) -> list[SearchHit]: ...
+
+    async def aclose(self) -> None: ...

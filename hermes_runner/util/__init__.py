@@ -1,0 +1,3 @@
+"""Small helpers every layer may use: fast JSON, the console and its log handler, secret redaction.
+
+They import nothing of hermes_runner but `config` and `errors`."""
