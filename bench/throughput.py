@@ -129,7 +129,6 @@ def run_level(
 def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     """A run dir whose ledger holds `n` finished (ok) entries, written through the store API."""
     from bench.common import compose
-    from hermes_runner import sharegpt
     from hermes_runner.agent import SessionResult
     from hermes_runner.dataset import Prompt, read_prompts
     from hermes_runner.rundir.manifest import write_manifest
@@ -137,6 +136,7 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     from hermes_runner.runner import _summary, classify
     from hermes_runner.tools.backends import unavailable
     from hermes_runner.tools.catalog import tool_names, tools_for
+    from hermes_runner.trajectory import entry as entries
     from hermes_runner.usage import Usage
 
     dataset = write_dataset(work / "resume.jsonl", n)
@@ -162,7 +162,7 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     res.tool_calls = [("terminal", True)]
     res.usage = Usage(prompt_tokens=900, completion_tokens=60, total_tokens=960)
     status, _, summary = classify(res, cfg, names)
-    template = sharegpt.entry(res, batch_num=0, model="scripted", tool_names=names, system_prompt=cfg.system_prompt)
+    template = entries.entry(res, batch_num=0, model="scripted", tool_names=names, system_prompt=cfg.system_prompt)
     line = json.dumps(template, ensure_ascii=False)
     store = RunStore(run_dir)
     for p in read_prompts(dataset):

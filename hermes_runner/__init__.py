@@ -8,7 +8,7 @@ The map (issue 17 is moving the flat modules into these rooms; `lint-imports` ch
     executor*.py    local and Ray executors (later: executors/)
     agent.py, session.py, worker.py   the agent loop and one prompt's session (later: agent/)
     tools/          the tools and toolsets; tools/backends/ the services they need (fetch, browser, search, ...)
-    sharegpt.py, messages.py, export.py   the Hermes ShareGPT format (later: trajectory/)
+    trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
     model/          the ChatModel Protocol (base), the OpenAI client, reasoning, rate limits, local serving
     sandbox/        where tool commands run: base Protocols, factory in __init__, one module per backend
     rundir/         the run directory on disk: layout (file names), store, manifest, stats, reader, merge

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from hermes_runner import distributions, estimate, sharegpt
+from hermes_runner import distributions, estimate
 from hermes_runner.agent import AgentSettings, SessionResult
 from hermes_runner.budget import CURRENT_PROMPT, RunBudget
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
@@ -42,6 +42,7 @@ from hermes_runner.sandbox import make_backend
 from hermes_runner.session import Failure, Outcome
 from hermes_runner.tools import backends as tool_services
 from hermes_runner.tools.catalog import stats_names, tool_names, toolset_names
+from hermes_runner.trajectory import entry as entries
 from hermes_runner.usage import Usage
 from hermes_runner.util import fastjson
 from hermes_runner.util.redact import Redactor
@@ -90,7 +91,7 @@ def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int
 
 def classify(res: SessionResult, cfg: RunConfig, names: list[str]) -> tuple[str, str | None, dict]:
     """Apply the filters: (status, discard reason, stats summary)."""
-    turns, with_r = sharegpt.reasoning_turns(res)
+    turns, with_r = entries.reasoning_turns(res)
     unknown = Counter(n for n, _ in res.tool_calls if n not in set(names))
     tools: dict[str, list[int]] = {}
     for name, ok in res.tool_calls:
@@ -348,7 +349,7 @@ class Run:
             rec.update(summary)
             if reason:
                 rec["reason"] = reason
-            entry = sharegpt.entry(
+            entry = entries.entry(
                 outcome,
                 batch_num=batch,
                 model=outcome.model or cfg.model.name,  # the model that answered, as its replies say
@@ -470,7 +471,7 @@ class Run:
             for index, key, ref in refs:
                 line = self.store.read_entry(ref, handles)
                 if ref.file in foreign:  # the original runner's line: our keys and types, so the file loads as one
-                    row = sharegpt.conform(fastjson.loads(line), key=key, tool_names=self.fill, layout=layout)
+                    row = entries.conform(fastjson.loads(line), key=key, tool_names=self.fill, layout=layout)
                     line = dumps_line(row)
                 yield line if index == ref.index else with_prompt_index(line, index)
 
@@ -538,8 +539,8 @@ class Run:
 
     def write_features(self) -> None:
         """The HF `datasets` features of this run's JSONL files (docs/training.md: loading with them)."""
-        spec = sharegpt.features(self.fill, self.cfg.output.layout)
-        atomic_write_json(self.dir / sharegpt.FEATURES_FILE, spec)
+        spec = entries.features(self.fill, self.cfg.output.layout)
+        atomic_write_json(self.dir / entries.FEATURES_FILE, spec)
 
     def finalize(self, plan: Plan) -> dict:
         """Write the derived files; on a full disk, the ones not written are rebuilt by the next run."""

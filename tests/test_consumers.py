@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from hermes_runner.config import OutputLayout
-from hermes_runner.export import export
-from hermes_runner.messages import to_openai
-from hermes_runner.sharegpt import FEATURES_FILE
 from hermes_runner.testing.scripted_server import ScriptedServer
+from hermes_runner.trajectory.entry import FEATURES_FILE
+from hermes_runner.trajectory.export import export
+from hermes_runner.trajectory.openai import to_openai
 from tests.helpers.consumers import run_consumer
 
 from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl

@@ -20,10 +20,10 @@ import psutil
 import pytest
 
 from hermes_runner.errors import ConfigError
-from hermes_runner.messages import text_calls
 from hermes_runner.model import llama_server
 from hermes_runner.model.serve import resolve_model_path
 from hermes_runner.tools.catalog import tools_for
+from hermes_runner.trajectory.hermes import text_calls
 
 from conftest import ROOT, read_jsonl, run_cli, write_jsonl
 

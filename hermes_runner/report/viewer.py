@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from hermes_runner.messages import to_openai
 from hermes_runner.report import svg as svgchart
 from hermes_runner.report.summary import Job
 from hermes_runner.rundir.layout import DISCARDED, TRAJECTORIES
 from hermes_runner.rundir.reader import STATUSES, status_of
+from hermes_runner.trajectory.openai import to_openai
 
 MAX_TRAJECTORIES = 500
 MAX_CHARS = 4000  # per message text in the viewer

@@ -6,7 +6,7 @@ one, the runner imports the finished prompts into its ledger before planning, ma
 by prompt text the way the original's `--resume` does, so they cost no model call:
 
 * the ledger points at their lines where they are: their `batch_N.jsonl` stay in place, untouched (ours are
-  numbered after them; `trajectories.jsonl` holds their rows in our keys and types, sharegpt.conform), and
+  numbered after them; `trajectories.jsonl` holds their rows in our keys and types, trajectory.entry.conform), and
   the original's own `--resume` still sees every finished prompt; the files this runner rewrites
   (`checkpoint.json`, `statistics.json`, `trajectories.jsonl`) move, unchanged, to `hermes_original/`;
 * a prompt that the checkpoint lists without a line (the original discards prompts without reasoning that

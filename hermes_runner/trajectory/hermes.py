@@ -1,12 +1,102 @@
-"""Read a ShareGPT trajectory entry (either output layout) back into OpenAI chat messages and tool schemas."""
+"""The Hermes text format both ways: the writers of a trajectory's turns (the system turn listing the tools,
+a gpt turn's `<think>` and `<tool_call>` blocks, a tool turn's `<tool_response>` blocks) and, beside them, their
+readers (back to OpenAI tool schemas, reasoning, content, calls and tool responses), for either output layout.
+
+It speaks OpenAI-style dicts only (tools as OpenAI tool schemas, messages as chat-completions messages)."""
 
 from __future__ import annotations
 
 import json
 import re
-from types import SimpleNamespace
 
-from hermes_runner import sharegpt
+FUNCTION_CALL_SCHEMA = {
+    "title": "FunctionCall",
+    "type": "object",
+    "properties": {"name": {"title": "Name", "type": "string"}, "arguments": {"title": "Arguments", "type": "object"}},
+    "required": ["name", "arguments"],
+}
+
+
+# The tool listing's JSON text, cached by tool names: the tool sets of a run are few, and every entry lists one.
+_TOOLS_JSON: dict[tuple[str, ...], str] = {}
+
+
+def _tools_json(tools: list[dict]) -> str:
+    key = tuple(t["function"]["name"] for t in tools)
+    if key not in _TOOLS_JSON:
+        listed = [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"]["description"],
+                "parameters": t["function"]["parameters"],
+                "required": None,
+            }
+            for t in tools
+        ]
+        _TOOLS_JSON[key] = json.dumps(listed, ensure_ascii=False)
+    return _TOOLS_JSON[key]
+
+
+def system_turn(tools: list[dict], system_prompt: str = "") -> str:
+    """The Hermes function-calling system message listing the tools the model really had (OpenAI tool schemas)."""
+    text = (
+        "You are a function-calling AI model. Function signatures are given inside <tools></tools> "
+        "XML tags. You may call one or more of these functions to help with the user's request; if "
+        "none of them fits, answer the user directly. Never guess argument values. The result of each "
+        "call is returned inside <tool_response></tool_response> tags.\n"
+        f"<tools>\n{_tools_json(tools)}\n</tools>\n"
+        f"Every function call must follow this JSON schema: {json.dumps(FUNCTION_CALL_SCHEMA)}\n"
+        "Put each function call inside <tool_call></tool_call> tags, for example:\n"
+        '<tool_call>\n{"name": <function-name>, "arguments": <args-dict>}\n</tool_call>'
+    )
+    return f"{text}\n\n{system_prompt}" if system_prompt else text
+
+
+def _parsed_args(raw: str) -> object:
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _gpt_value(msg: dict, with_calls: bool = True) -> str:
+    reasoning = msg.get("reasoning")
+    parts = [f"<think>\n{reasoning}\n</think>" if reasoning else "<think>\n</think>"]
+    content = (msg.get("content") or "").strip()
+    if content:
+        parts.append(content)
+    for call in (msg.get("tool_calls") or []) if with_calls else []:
+        body = {"name": call["function"]["name"], "arguments": _parsed_args(call["function"]["arguments"])}
+        parts.append(f"<tool_call>\n{json.dumps(body, ensure_ascii=False)}\n</tool_call>")
+    return "\n".join(parts).rstrip()
+
+
+def structured_calls(msg: dict) -> list[dict]:
+    """An assistant message's calls as the structured layout keeps them: arguments as JSON objects."""
+    return [
+        {
+            "id": str(call.get("id") or ""),
+            "type": "function",
+            "function": {
+                "name": str(call["function"]["name"]),
+                "arguments": _parsed_args(call["function"]["arguments"]),
+            },
+        }
+        for call in msg.get("tool_calls") or []
+    ]
+
+
+def _tool_block(msg: dict) -> str:
+    content: object = msg.get("content") or ""
+    if isinstance(content, str) and content.lstrip()[:1] in ("{", "["):
+        try:
+            content = json.loads(content)
+        except json.JSONDecodeError:
+            pass
+    body = {"tool_call_id": msg.get("tool_call_id"), "name": msg.get("name"), "content": content}
+    return f"<tool_response>\n{json.dumps(body, ensure_ascii=False)}\n</tool_response>"
+
 
 _TOOLS_RE = re.compile(r"<tools>\n(.*?)\n</tools>", re.S)
 _THINK_RE = re.compile(r"\A<think>\n(.*?)\n?</think>\n?", re.S)
@@ -40,13 +130,7 @@ def tools_of(system: str) -> list[dict]:
 
 def system_prompt_of(system: str, tools: list[dict]) -> str:
     """The run's own system prompt inside a Hermes system turn (the text after the tool listing)."""
-    listed = [
-        SimpleNamespace(
-            name=t["function"]["name"], description=t["function"]["description"], parameters=t["function"]["parameters"]
-        )
-        for t in tools
-    ]
-    head = sharegpt.system_turn(listed)  # type: ignore[arg-type]
+    head = system_turn(tools)
     if system == head:
         return ""
     if system.startswith(head + "\n\n"):
@@ -139,46 +223,3 @@ def clean_calls(calls: list[dict]) -> list[dict]:
             }
         )
     return out
-
-
-def to_openai(entry: dict, reasoning: str = "field") -> dict:
-    """{"messages", "tools"} of one entry; reasoning goes to `reasoning_content` ("field"),
-    into the content as a <think> block ("inline"), or is dropped ("drop")."""
-    if reasoning not in ("field", "inline", "drop"):
-        raise ValueError(f"reasoning must be field, inline or drop, not {reasoning!r}")
-    messages: list[dict] = []
-    tools: list[dict] = []
-    turns = entry.get("conversations") or []
-    for i, turn in enumerate(turns):
-        who, value = turn.get("from"), turn.get("value") or ""
-        if who == "system":
-            tools = tools_of(value)
-            text = system_prompt_of(value, tools) if tools else value
-            if text:
-                messages.append({"role": "system", "content": text})
-        elif who == "human":
-            messages.append({"role": "user", "content": value})
-        elif who == "gpt":
-            calls = turn_calls(turns, i)
-            thought, content = split_gpt(value, 0 if turn.get("tool_calls") else value.count("<tool_call>"))
-            msg: dict = {"role": "assistant", "content": content or None}
-            if thought and reasoning == "field":
-                msg["reasoning_content"] = thought
-            elif thought and reasoning == "inline":
-                msg["content"] = f"<think>\n{thought}\n</think>\n{content}".rstrip()
-            if calls:
-                msg["tool_calls"] = calls
-            elif msg["content"] is None:
-                msg["content"] = ""
-            messages.append(msg)
-        elif who == "tool":
-            for r in tool_responses(value):
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": r["tool_call_id"] or "",
-                        "name": r["name"] or "",
-                        "content": r["content"],
-                    }
-                )
-    return {"messages": messages, "tools": tools}

@@ -15,100 +15,52 @@ Tool calls live in exactly one place, chosen by `output.layout`:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import fields
 from datetime import UTC, datetime
+from typing import Protocol
 
-from hermes_runner.agent import SessionResult
 from hermes_runner.config import OutputLayout
-from hermes_runner.tools.base import Tool
+from hermes_runner.dataset import Prompt
+from hermes_runner.trajectory.hermes import _gpt_value, _tool_block, structured_calls, system_turn
 from hermes_runner.usage import Usage
 
 FEATURES_FILE = "dataset_features.json"
 
-FUNCTION_CALL_SCHEMA = {
-    "title": "FunctionCall",
-    "type": "object",
-    "properties": {"name": {"title": "Name", "type": "string"}, "arguments": {"title": "Arguments", "type": "object"}},
-    "required": ["name", "arguments"],
-}
+
+class OfferedTool(Protocol):
+    """A tool the model was offered, as far as its trajectory needs it (`tools.base.Tool` is one)."""
+
+    def openai_schema(self) -> dict: ...
 
 
-_TOOLS_JSON: dict[tuple[str, ...], str] = {}  # by tool names: a run has few distinct tool sets
+class Conversation(Protocol):
+    """A finished conversation, as far as its entry needs it (`agent.SessionResult` is one)."""
 
-
-def _tools_json(tools: list[Tool]) -> str:
-    key = tuple(t.name for t in tools)
-    if key not in _TOOLS_JSON:
-        listed = [
-            {"name": t.name, "description": t.description, "parameters": t.parameters, "required": None} for t in tools
-        ]
-        _TOOLS_JSON[key] = json.dumps(listed, ensure_ascii=False)
-    return _TOOLS_JSON[key]
-
-
-def system_turn(tools: list[Tool], system_prompt: str = "") -> str:
-    """The Hermes function-calling system message listing the tools the model really had."""
-    text = (
-        "You are a function-calling AI model. Function signatures are given inside <tools></tools> "
-        "XML tags. You may call one or more of these functions to help with the user's request; if "
-        "none of them fits, answer the user directly. Never guess argument values. The result of each "
-        "call is returned inside <tool_response></tool_response> tags.\n"
-        f"<tools>\n{_tools_json(tools)}\n</tools>\n"
-        f"Every function call must follow this JSON schema: {json.dumps(FUNCTION_CALL_SCHEMA)}\n"
-        "Put each function call inside <tool_call></tool_call> tags, for example:\n"
-        '<tool_call>\n{"name": <function-name>, "arguments": <args-dict>}\n</tool_call>'
-    )
-    return f"{text}\n\n{system_prompt}" if system_prompt else text
-
-
-def _parsed_args(raw: str) -> object:
-    try:
-        value = json.loads(raw or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _gpt_value(msg: dict, with_calls: bool = True) -> str:
-    reasoning = msg.get("reasoning")
-    parts = [f"<think>\n{reasoning}\n</think>" if reasoning else "<think>\n</think>"]
-    content = (msg.get("content") or "").strip()
-    if content:
-        parts.append(content)
-    for call in (msg.get("tool_calls") or []) if with_calls else []:
-        body = {"name": call["function"]["name"], "arguments": _parsed_args(call["function"]["arguments"])}
-        parts.append(f"<tool_call>\n{json.dumps(body, ensure_ascii=False)}\n</tool_call>")
-    return "\n".join(parts).rstrip()
-
-
-def structured_calls(msg: dict) -> list[dict]:
-    """An assistant message's calls as the structured layout keeps them: arguments as JSON objects."""
-    return [
-        {
-            "id": str(call.get("id") or ""),
-            "type": "function",
-            "function": {
-                "name": str(call["function"]["name"]),
-                "arguments": _parsed_args(call["function"]["arguments"]),
-            },
-        }
-        for call in msg.get("tool_calls") or []
-    ]
-
-
-def _tool_block(msg: dict) -> str:
-    content: object = msg.get("content") or ""
-    if isinstance(content, str) and content.lstrip()[:1] in ("{", "["):
-        try:
-            content = json.loads(content)
-        except json.JSONDecodeError:
-            pass
-    body = {"tool_call_id": msg.get("tool_call_id"), "name": msg.get("name"), "content": content}
-    return f"<tool_response>\n{json.dumps(body, ensure_ascii=False)}\n</tool_response>"
+    @property
+    def prompt(self) -> Prompt: ...
+    @property
+    def tools(self) -> Sequence[OfferedTool]: ...  # the tools the model was offered
+    @property
+    def toolsets(self) -> Sequence[str]: ...
+    @property
+    def history(self) -> Sequence[dict]: ...  # user, assistant and tool messages
+    @property
+    def completed(self) -> bool: ...
+    @property
+    def partial(self) -> bool: ...
+    @property
+    def api_calls(self) -> int: ...
+    @property
+    def stop_reason(self) -> str: ...
+    @property
+    def tool_calls(self) -> Sequence[tuple[str, bool]]: ...  # (tool name, ok) in call order
+    @property
+    def usage(self) -> Usage: ...
 
 
 def conversations(
-    result: SessionResult, system_prompt: str = "", layout: OutputLayout = OutputLayout.hermes
+    result: Conversation, system_prompt: str = "", layout: OutputLayout = OutputLayout.hermes
 ) -> list[dict]:
     """The ShareGPT turns of a session in the given layout (module docstring)."""
     structured = layout == OutputLayout.structured
@@ -116,7 +68,7 @@ def conversations(
     def turn(who: str, value: str, calls: list[dict] | None = None) -> dict:
         return {"from": who, "value": value, "tool_calls": calls or []} if structured else {"from": who, "value": value}
 
-    turns: list[dict] = [turn("system", system_turn(result.tools, system_prompt))]
+    turns: list[dict] = [turn("system", system_turn([t.openai_schema() for t in result.tools], system_prompt))]
     pending_tools: list[str] = []
     for msg in result.history:
         role = msg["role"]
@@ -136,7 +88,7 @@ def conversations(
     return turns
 
 
-def tool_stats(result: SessionResult, tool_names: list[str]) -> tuple[dict, dict]:
+def tool_stats(result: Conversation, tool_names: list[str]) -> tuple[dict, dict]:
     """(tool_stats, tool_error_counts), zero-filled over every registered tool."""
     stats = {name: {"count": 0, "success": 0, "failure": 0} for name in tool_names}
     for name, ok in result.tool_calls:
@@ -147,19 +99,19 @@ def tool_stats(result: SessionResult, tool_names: list[str]) -> tuple[dict, dict
     return stats, {name: s["failure"] for name, s in stats.items()}
 
 
-def reasoning_turns(result: SessionResult) -> tuple[int, int]:
+def reasoning_turns(result: Conversation) -> tuple[int, int]:
     """(assistant turns, turns with reasoning)."""
     turns = [m for m in result.history if m["role"] == "assistant"]
     return len(turns), sum(1 for m in turns if m.get("reasoning"))
 
 
-def unknown_tools(result: SessionResult, tool_names: list[str]) -> list[str]:
+def unknown_tools(result: Conversation, tool_names: list[str]) -> list[str]:
     valid = set(tool_names)
     return sorted({name for name, _ in result.tool_calls if name not in valid})
 
 
 def entry(
-    result: SessionResult,
+    result: Conversation,
     *,
     batch_num: int,
     model: str,

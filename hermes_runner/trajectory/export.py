@@ -1,0 +1,369 @@
+"""Export a run's trajectories as training datasets.
+
+    python -m hermes_runner.export outputs/my_run --to parquet   # trajectories.parquet (kept)
+    python -m hermes_runner.export outputs/my_run --to hf        # datasets.load_from_disk() dataset (kept)
+    python -m hermes_runner.export outputs/my_run --to openai    # messages + tool_calls + tools JSONL (kept), TRL
+    python -m hermes_runner.export outputs/my_run --to splits    # kept and discarded splits (DatasetDict)
+    ... --push-to-hub user/name [--private]                       # also upload (needs a Hugging Face token)
+
+Rows are read through the ledger, so a run that is still going exports the prompts finished so far.
+The openai export writes its HF features beside it (dataset_features.json); docs/training.md has the recipes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hermes_runner.errors import RunnerError
+from hermes_runner.rundir.reader import NotARunDir, RunData, find_runs
+from hermes_runner.rundir.store import atomic_write, dumps_line
+from hermes_runner.trajectory.entry import FEATURES_FILE
+from hermes_runner.trajectory.hermes import clean_calls
+from hermes_runner.trajectory.openai import to_openai
+
+if TYPE_CHECKING:
+    import datasets
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("parquet", "hf", "openai", "splits")
+SPLITS = ("kept", "discarded")
+USAGE_KEYS = {
+    "prompt_tokens": "int64",
+    "completion_tokens": "int64",
+    "cached_tokens": "int64",
+    "reasoning_tokens": "int64",
+    "total_tokens": "int64",
+    "cost_usd": "float64",
+}
+KNOWN = {
+    "prompt_index",
+    "conversations",
+    "metadata",
+    "completed",
+    "partial",
+    "stop_reason",
+    "api_calls",
+    "toolsets_used",
+    "tool_stats",
+    "tool_error_counts",
+    "usage",
+    "discard_reason",
+}
+
+
+class ExportError(RunnerError):
+    """The export cannot be made (missing library, no token, nothing to export)."""
+
+
+def read_splits(run: RunData, splits: Iterable[str] = SPLITS) -> dict[str, list[dict]]:
+    """Trajectory entries of the run, by disposition, in prompt order."""
+    status = {"kept": "ok", "discarded": "discarded"}
+    out: dict[str, list[dict]] = {}
+    for split in splits:
+        keys = [k for k, r in run.final.items() if r["status"] == status[split]]
+        out[split] = [entry for _, entry in run.entries(keys)]
+    return out
+
+
+# -- one schema for every row -------------------------------------------------------------
+
+
+def _scalar_type(values: list[Any]) -> str:
+    """The Arrow type of an extra field: its own type when every value has it, else string."""
+    present = [v for v in values if v is not None]
+    for kind, name in ((bool, "bool"), (int, "int64"), (float, "float64"), (str, "string")):
+        if present and all(isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) for v in present):
+            return name
+    if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return "float64"
+    return "string"
+
+
+def _cast(value: Any, kind: str) -> Any:
+    if value is None:
+        return None
+    if kind == "string" and not isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if kind == "float64":
+        return float(value)
+    return value
+
+
+class Schema:
+    """The columns of a set of entries: known fields typed explicitly, extra fields unified."""
+
+    def __init__(self, rows: list[dict]):
+        # structured layout (or rows of older versions): turns carry `tool_calls`; hermes: {from, value} only
+        self.calls = any("tool_calls" in t for r in rows for t in r.get("conversations") or [])
+        self.tools = sorted({n for r in rows for n in (r.get("tool_stats") or {})})
+        self.meta = {
+            k: _scalar_type([(r.get("metadata") or {}).get(k) for r in rows])
+            for k in sorted({k for r in rows for k in (r.get("metadata") or {})})
+        }
+        self.extra = {k: _scalar_type([r.get(k) for r in rows]) for k in sorted({k for r in rows for k in r} - KNOWN)}
+
+    def features(self) -> datasets.Features:
+        from datasets import Features, List, Value
+
+        call = {
+            "id": Value("string"),
+            "type": Value("string"),
+            "function": {"name": Value("string"), "arguments": Value("string")},
+        }
+        counts = {"count": Value("int64"), "success": Value("int64"), "failure": Value("int64")}
+        turn = {"from": Value("string"), "value": Value("string")}
+        if self.calls:
+            turn["tool_calls"] = List(call)
+        spec = {
+            "prompt_index": Value("int64"),
+            "conversations": List(turn),
+            "metadata": {k: Value(t) for k, t in self.meta.items()},
+            "completed": Value("bool"),
+            "partial": Value("bool"),
+            "stop_reason": Value("string"),
+            "api_calls": Value("int64"),
+            "toolsets_used": List(Value("string")),
+            "tool_stats": {n: counts for n in self.tools},
+            "tool_error_counts": {n: Value("int64") for n in self.tools},
+            "usage": {k: Value(t) for k, t in USAGE_KEYS.items()},
+            "discard_reason": Value("string"),
+            **{k: Value(t) for k, t in self.extra.items()},
+        }
+        if not self.tools:  # Arrow has no empty struct
+            spec.pop("tool_stats")
+            spec.pop("tool_error_counts")
+        if not self.meta:
+            spec.pop("metadata")
+        return Features(spec)
+
+    def row(self, e: dict) -> dict:
+        """An entry with every column present and typed the same way."""
+        stats = e.get("tool_stats") or {}
+        zero = {"count": 0, "success": 0, "failure": 0}
+        meta = e.get("metadata") or {}
+        usage = e.get("usage") or {}
+        out = {
+            "prompt_index": int(e.get("prompt_index", -1)),
+            "conversations": [self.turn(t) for t in e.get("conversations") or []],
+            "metadata": {k: _cast(meta.get(k), t) for k, t in self.meta.items()},
+            "completed": bool(e.get("completed")),
+            "partial": bool(e.get("partial")),
+            "stop_reason": str(e.get("stop_reason") or ""),
+            "api_calls": int(e.get("api_calls") or 0),
+            "toolsets_used": [str(t) for t in e.get("toolsets_used") or []],
+            "tool_stats": {
+                n: {**zero, **{k: int(v) for k, v in (stats.get(n) or {}).items() if k in zero}} for n in self.tools
+            },
+            "tool_error_counts": {n: int((e.get("tool_error_counts") or {}).get(n, 0)) for n in self.tools},
+            "usage": {k: (float if t == "float64" else int)(usage.get(k) or 0) for k, t in USAGE_KEYS.items()},
+            "discard_reason": str(e.get("discard_reason") or ""),
+            **{k: _cast(e.get(k), t) for k, t in self.extra.items()},
+        }
+        if not self.tools:
+            del out["tool_stats"], out["tool_error_counts"]
+        if not self.meta:
+            del out["metadata"]
+        return out
+
+    def turn(self, t: dict) -> dict:
+        out = {"from": str(t.get("from", "")), "value": str(t.get("value") or "")}
+        if self.calls:  # arguments as JSON text here: one Arrow type for every tool's arguments
+            out["tool_calls"] = clean_calls(t.get("tool_calls") or [])
+        return out
+
+
+def to_datasets(splits: dict[str, list[dict]]) -> dict[str, datasets.Dataset]:
+    """One `datasets.Dataset` per split, all with the same features."""
+    try:
+        from datasets import Dataset
+    except ImportError:
+        raise ExportError("this export needs the `datasets` library: pip install 'hermes-runner[export]'") from None
+    schema = Schema([e for rows in splits.values() for e in rows])
+    features = schema.features()
+    return {name: Dataset.from_list([schema.row(e) for e in rows], features=features) for name, rows in splits.items()}
+
+
+# -- OpenAI messages -----------------------------------------------------------------------
+
+
+OPENAI_MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
+
+
+def openai_message(m: dict) -> dict:
+    """One message with every key of OPENAI_MESSAGE_KEYS (empty when unset), each of one JSON type, and
+    the calls' `arguments` as JSON objects, as chat templates render them (a string would be encoded twice)."""
+    calls = []
+    for c in m.get("tool_calls") or []:
+        try:
+            args = json.loads(c["function"]["arguments"] or "{}")
+        except json.JSONDecodeError:
+            args = {}
+        fn = {"name": c["function"]["name"], "arguments": args if isinstance(args, dict) else {}}
+        calls.append({"id": c["id"], "type": "function", "function": fn})
+    return {
+        "role": m["role"],
+        "content": m.get("content") or "",
+        "reasoning_content": m.get("reasoning_content") or "",
+        "tool_calls": calls,
+        "tool_call_id": m.get("tool_call_id") or "",
+        "name": m.get("name") or "",
+    }
+
+
+def openai_row(entry: dict, reasoning: str) -> dict:
+    """One line of the openai export: messages, tools (as JSON text: TRL and axolotl parse it), id, metadata."""
+    conv = to_openai(entry, reasoning=reasoning)
+    meta = entry.get("metadata") or {}
+    return {
+        "messages": [openai_message(m) for m in conv["messages"]],
+        "tools": json.dumps(conv["tools"], ensure_ascii=False),
+        "id": str(meta.get("prompt_key") or entry.get("prompt_index")),
+        "metadata": {
+            "prompt_index": int(entry.get("prompt_index", -1)),
+            "model": str(meta.get("model") or ""),
+            "completed": bool(entry.get("completed")),
+            "partial": bool(entry.get("partial")),
+            "stop_reason": str(entry.get("stop_reason") or ""),
+            "discard_reason": str(entry.get("discard_reason") or ""),
+        },
+    }
+
+
+def openai_features() -> dict:
+    """`datasets.Features.to_dict()` of the openai export (datasets >= 5: `arguments` is `Json`)."""
+
+    def v(dtype: str) -> dict:
+        return {"dtype": dtype, "_type": "Value"}
+
+    call = {"id": v("string"), "type": v("string"), "function": {"name": v("string"), "arguments": {"_type": "Json"}}}
+    message = {k: v("string") for k in OPENAI_MESSAGE_KEYS if k != "tool_calls"}
+    message["tool_calls"] = {"feature": call, "_type": "List"}
+    return {
+        "messages": {"feature": {k: message[k] for k in OPENAI_MESSAGE_KEYS}, "_type": "List"},
+        "tools": v("string"),
+        "id": v("string"),
+        "metadata": {
+            "prompt_index": v("int64"),
+            "model": v("string"),
+            "completed": v("bool"),
+            "partial": v("bool"),
+            "stop_reason": v("string"),
+            "discard_reason": v("string"),
+        },
+    }
+
+
+def write_openai(entries: list[dict], path: Path, reasoning: str) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [openai_row(e, reasoning) for e in entries]
+    # datasets infers types per 10 MB chunk: a first chunk without any tool call would type `tool_calls`
+    # as null and fail on the later ones, so the first row with calls (if any) leads the file.
+    first = next((i for i, r in enumerate(rows) if any(m["tool_calls"] for m in r["messages"])), None)
+    if first:
+        rows.insert(0, rows.pop(first))
+    atomic_write(path, (dumps_line(r) for r in rows))
+    atomic_write(path.parent / FEATURES_FILE, (json.dumps(openai_features(), indent=2) + "\n").encode())
+    return len(entries)
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def export(run_dir: Path | str, fmt: str, out: Path | str | None = None, reasoning: str = "field") -> tuple[Path, dict]:
+    """Write the export; return (where, rows per split)."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    runs = find_runs(run_dir)
+    if runs != [Path(run_dir)]:
+        raise ExportError(
+            f"{run_dir} is a sweep of {len(runs)} jobs; export one job directory at a time, e.g. {runs[0]}"
+        )
+    run = RunData.load(run_dir)
+    if run.live:
+        log.warning(
+            "%s is still running or did not finish: exporting the %d prompts finished so far", run_dir, len(run.final)
+        )
+    target = Path(out) if out else Path(run_dir) / "export" / fmt
+    splits = read_splits(run, SPLITS if fmt == "splits" else ("kept",))
+    counts = {k: len(v) for k, v in splits.items()}
+    if fmt == "openai":
+        path = target / "trajectories.openai.jsonl"
+        write_openai(splits["kept"], path, reasoning)
+        return path, counts
+    sets = to_datasets(splits)
+    if fmt == "parquet":
+        target.mkdir(parents=True, exist_ok=True)
+        path = target / "trajectories.parquet"
+        sets["kept"].to_parquet(str(path))
+        return path, counts
+    from datasets import DatasetDict
+
+    data = DatasetDict(sets) if fmt == "splits" else sets["kept"]
+    data.save_to_disk(str(target))
+    return target, counts
+
+
+def push_to_hub(path: Path, fmt: str, repo: str, private: bool) -> str:
+    """Upload an export to the Hugging Face Hub with the user's token (HF_TOKEN or `hf auth login`)."""
+    try:
+        from huggingface_hub import HfApi, get_token
+    except ImportError:
+        raise ExportError("pushing needs huggingface_hub: pip install 'hermes-runner[export]'") from None
+    if not get_token():
+        raise ExportError("no Hugging Face token: run `hf auth login` or set HF_TOKEN, then push again")
+    if fmt == "openai":
+        api = HfApi()
+        api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
+        api.upload_file(path_or_fileobj=str(path), path_in_repo="data/train.jsonl", repo_id=repo, repo_type="dataset")
+    elif fmt == "parquet":
+        from datasets import Dataset
+
+        Dataset.from_parquet(str(path)).push_to_hub(repo, private=private)
+    else:
+        from datasets import load_from_disk
+
+        load_from_disk(str(path)).push_to_hub(repo, private=private)
+    return f"https://huggingface.co/datasets/{repo}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    doc = __doc__ or ""
+    ap = argparse.ArgumentParser(
+        prog="python -m hermes_runner.export",
+        description=doc.splitlines()[0],
+        epilog=doc.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("run_dir", help="a run directory, e.g. outputs/my_run")
+    ap.add_argument("--to", required=True, choices=FORMATS, help="export format")
+    ap.add_argument("--out", help="output directory (default: <run_dir>/export/<format>)")
+    ap.add_argument(
+        "--reasoning",
+        choices=("field", "inline", "drop"),
+        default="field",
+        help="openai format: reasoning as `reasoning_content` (default), as a <think> block in the content, or dropped",
+    )
+    ap.add_argument("--push-to-hub", metavar="REPO", help="also upload to this Hugging Face dataset repo")
+    ap.add_argument("--private", action="store_true", help="create the Hub repo as private")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    try:
+        path, counts = export(args.run_dir, args.to, args.out, args.reasoning)
+        print(f"{path}: " + ", ".join(f"{n} {split}" for split, n in counts.items()))
+        if args.push_to_hub:
+            print(push_to_hub(path, args.to, args.push_to_hub, args.private))
+    except (ExportError, NotARunDir) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
