@@ -19,8 +19,8 @@ from rich.table import Table
 
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig, RunConfig, check, check_keys
-from hermes_runner.discards import NOTHING_KEPT, nothing_kept
-from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, StorageFull
+from hermes_runner.discards import nothing_kept
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, StorageFull
 from hermes_runner.plan import Plan
 from hermes_runner.report.page import write_report_quietly
 from hermes_runner.rundir.manifest import end_invocation, start_invocation
@@ -30,7 +30,6 @@ from hermes_runner.util.redact import Redactor, redacting_logs
 
 log = logging.getLogger("hermes_runner")
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-EXIT_STORAGE = 5  # the run dir could not be written (full disk): nothing recorded is lost, rerun with room
 
 
 class RunDirGuard(Callback):
@@ -114,15 +113,13 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
 
 
 def run_job(dcfg: DictConfig) -> int:
-    """Run one Hydra job; in a single run exit with 0 (done), 1 (some prompts failed), 2 (bad input or
-    config), 3 (stopped by a budget), 4 (the endpoint refused connections or credentials), 5 (the run dir could not
-    be written, e.g. a full disk), 6 (prompts ran but every trajectory was discarded), 130 (interrupted)."""
+    """Run one Hydra job; in a single run exit with its ExitCode (errors.py)."""
     logging.raiseExceptions = False  # a log file on a full disk must not print a traceback per line
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     code = _run_job(dcfg)
     if multirun:
         write_report_quietly(HydraConfig.get().sweep.dir)  # the sweep's page, with the jobs done so far
-        if code == 2:
+        if code == ExitCode.CONFIG:
             raise RuntimeError("the job did not start; see the error above")
         return code
     if code:
@@ -140,10 +137,10 @@ def _run_job(dcfg: DictConfig) -> int:
         cfg: RunConfig = OmegaConf.to_object(dcfg)
     except ConfigError as exc:
         log.error("%s", exc)
-        return 2
+        return ExitCode.CONFIG
     except MissingMandatoryValue as exc:
         log.error("missing a required option: %s (set it on the command line, e.g. %s=...)", exc.full_key, exc.full_key)
-        return 2
+        return ExitCode.CONFIG
     hc = HydraConfig.get()
     overrides = list(hc.overrides.task)
     redact = Redactor.from_sources(OmegaConf.to_container(dcfg, resolve=False), overrides, _container(cfg))
@@ -172,7 +169,7 @@ def execute_run(
             check(cfg)  # before anything is created
         except ConfigError as exc:
             log.error("%s", exc)
-            return 2, None
+            return ExitCode.CONFIG, None
         run = Run(cfg, run_dir, overrides, redact)
         try:
             return _invocation(run, cfg, run_dir, overrides or [], console)
@@ -190,21 +187,21 @@ def _invocation(
             start_invocation(run_dir, run.invocation, cfg, overrides, started, run.redact)
     except ConfigError as exc:
         log.error("%s", exc)
-        return 2, None
+        return ExitCode.CONFIG, None
     except OSError as exc:
         if not StorageFull.covers(exc):
             raise
         log.error("%s", StorageFull.of(exc, run_dir))
-        return EXIT_STORAGE, None
+        return ExitCode.STORAGE, None
     print_plan(console, cfg, plan, run_dir)
     if cfg.dry_run:
         try:
             console.print(asyncio.run(run.dry_run(plan)), markup=False)
         except ConfigError as exc:
             log.error("%s", exc)
-            return 2, None
+            return ExitCode.CONFIG, None
         console.print("dry_run=true: nothing was run.")
-        return 0, None
+        return ExitCode.DONE, None
     error: BaseException | None = None
     stats: dict | None = None
     run.install_signals()
@@ -229,27 +226,27 @@ def _invocation(
             run.restore_signals()
     if run.storage_error is not None:
         log.error("%s", run.storage_error)
-        return EXIT_STORAGE, stats
+        return ExitCode.STORAGE, stats
     if error is None:
         print_summary(console, stats, run_dir)
     if (report := write_report_quietly(run_dir)) is not None:
         console.print(f"Report:       {report}")
     if error is not None:
-        return 2, stats
+        return ExitCode.CONFIG, stats
     if run.interrupted:
         console.print("[yellow]Interrupted.[/] Run the same command again to finish the remaining prompts.")
-        return 130, stats
+        return ExitCode.INTERRUPTED, stats
     if run.endpoint_down:
         left = stats["prompts"]["pending"] + sum(stats["failed_by_error"].get(t, 0) for t in ENDPOINT_DOWN_ERRORS)
         console.print(f"Stopped: {run.endpoint_down}", style="bold red", markup=False)
         console.print(f"{left} prompts left to run: fix the endpoint, then run the same command again.")
-        return 4, stats
+        return ExitCode.ENDPOINT_DOWN, stats
     if run.budget_stop:
         console.print(
             f"[yellow]Stopped by budget[/]: {run.budget_stop}. Run the same command with a higher limit to continue."
         )
-        return 3, stats
+        return ExitCode.BUDGET, stats
     if (warning := nothing_kept(stats)) is not None:
         log.error("%s", warning)
-        return NOTHING_KEPT, stats
-    return (1 if stats["prompts"]["failed"] else 0), stats
+        return ExitCode.NOTHING_KEPT, stats
+    return (ExitCode.FAILED if stats["prompts"]["failed"] else ExitCode.DONE), stats

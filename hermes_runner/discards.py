@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from hermes_runner.errors import ExitCode
+
 # discard reason -> the override that keeps such trajectories
 KEEP_OVERRIDE = {
     "no_reasoning": "filters.require_reasoning=false",
     "hallucinated_tool": "filters.hallucinated_tools=keep",
 }
-NOTHING_KEPT = 6  # exit code of a run that ran prompts and kept none of them
+NOTHING_KEPT = ExitCode.NOTHING_KEPT  # exit code of a run that ran prompts and kept none of them
 
 
 def nothing_kept(stats: dict) -> str | None:

@@ -3,6 +3,20 @@
 from __future__ import annotations
 
 import errno
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """How an invocation ends (README: exit codes; cli.run_job exits with it)."""
+
+    DONE = 0
+    FAILED = 1  # some prompts failed: rerun to retry them
+    CONFIG = 2  # bad input or configuration: nothing was run
+    BUDGET = 3  # stopped by a budget
+    ENDPOINT_DOWN = 4  # the endpoint refused connections or credentials
+    STORAGE = 5  # the run dir could not be written (full disk): nothing recorded is lost, rerun with room
+    NOTHING_KEPT = 6  # prompts ran but every trajectory was discarded
+    INTERRUPTED = 130
 
 
 class RunnerError(Exception):
