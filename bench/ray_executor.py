@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from conftest import base_overrides, compose_cfg, write_jsonl  # noqa: E402
+
 from hermes_runner.cli import execute_run  # noqa: E402
 from hermes_runner.testing.scripted_server import ScriptedServer  # noqa: E402
-
-from conftest import base_overrides, compose_cfg, write_jsonl  # noqa: E402
 
 
 def timed_run(overrides: list[str], run_dir: Path) -> tuple[float, dict]:

@@ -19,15 +19,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from sample_run import make_run  # noqa: E402
+sys.path.insert(0, str(ROOT))
 
 from hermes_runner.report.page import build_report  # noqa: E402
 from hermes_runner.report.viewer import MAX_TRAJECTORIES  # noqa: E402
 from hermes_runner.rundir.reader import RunData  # noqa: E402
 from hermes_runner.rundir.store import dumps_line  # noqa: E402
 from hermes_runner.testing.scripted_server import ScriptedServer  # noqa: E402
+
+from tests.helpers.sample_run import make_run  # noqa: E402
 
 
 def blow_up(src: Path, dst: Path, prompts: int) -> None:

@@ -9,7 +9,7 @@ import time
 import pytest
 from aiohttp import web
 
-from conftest import read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
 
 TERM = {"name": "terminal", "arguments": {"command": "echo hi"}}
 FINAL = {"content": "final answer", "reasoning": "wrap up"}

@@ -10,7 +10,7 @@ from omegaconf.errors import ValidationError
 
 from hermes_runner.config import DistributionConfig, Effort, EndpointConfig, ModelConfig, ProviderSort
 
-from conftest import base_overrides, compose_cfg, read_jsonl, run_cli, run_inprocess, write_jsonl
+from tests.helpers.run import base_overrides, compose_cfg, read_jsonl, run_cli, run_inprocess, write_jsonl
 
 
 def test_cli_end_to_end_writes_every_output(server, tmp_path):

@@ -17,9 +17,9 @@ from hermes_runner.testing.scripted_server import ScriptedServer
 from hermes_runner.trajectory.entry import FEATURES_FILE
 from hermes_runner.trajectory.export import export
 from hermes_runner.trajectory.openai import to_openai
-from tests.helpers.consumers import run_consumer
 
-from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.consumers import run_consumer
+from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
 
 TRAINING_DOC = ROOT / "docs" / "training.md"
 

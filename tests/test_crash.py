@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, base_overrides, read_jsonl, write_jsonl
+from tests.helpers.run import ROOT, base_overrides, read_jsonl, write_jsonl
 
 pytestmark = pytest.mark.slow
 

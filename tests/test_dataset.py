@@ -9,7 +9,7 @@ import pytest
 from hermes_runner.dataset import read_prompts
 from hermes_runner.errors import ConfigError
 
-from conftest import read_jsonl, run_inprocess, write_jsonl
+from tests.helpers.run import read_jsonl, run_inprocess, write_jsonl
 
 ROWS = [
     {"prompt": "first", "id": 1},

@@ -12,7 +12,7 @@ from hermes_runner.discards import NOTHING_KEPT
 from hermes_runner.errors import ConfigError
 from hermes_runner.model.serve import check_model, server_argv
 
-from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, run_cli, run_inprocess, script, write_jsonl
+from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_cli, run_inprocess, script, write_jsonl
 
 BARE = {"content": "a plain answer, no reasoning"}
 

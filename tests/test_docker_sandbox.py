@@ -26,7 +26,8 @@ from hermes_runner.errors import ToolError
 from hermes_runner.sandbox import docker_orphans
 from hermes_runner.sandbox.docker import DockerBackend
 
-from conftest import ROOT, base_overrides, read_jsonl, require, run_inprocess, script, write_jsonl
+from tests.helpers.machine import require
+from tests.helpers.run import ROOT, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
 
 pytestmark = pytest.mark.docker
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tool_harness import call, make_tools_cfg, run_tools
 
 from hermes_runner.tools.backends.egress import EgressProxy
+
+from tests.helpers.tool_harness import call, make_tools_cfg, run_tools
 
 
 async def _raw(proxy: EgressProxy, request: bytes) -> bytes:

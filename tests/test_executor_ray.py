@@ -18,7 +18,7 @@ import pytest
 from hermes_runner.config import ExecutorConfig
 from hermes_runner.executors.ray import _init_ray
 
-from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.timeout(300)

@@ -16,7 +16,7 @@ import pytest
 
 from hermes_runner.model.serve import free_port
 
-from conftest import base_overrides, read_jsonl, run_cli, write_jsonl
+from tests.helpers.run import base_overrides, read_jsonl, run_cli, write_jsonl
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.timeout(300)

@@ -17,13 +17,13 @@ from openai.types.chat import (
     ChatCompletionToolParam,
 )
 from pydantic import TypeAdapter
-from sample_run import make_run
 
 from hermes_runner.testing.scripted_server import ScriptedServer
 from hermes_runner.tools.catalog import NOT_IN_HERMES, tool_names
 from hermes_runner.trajectory.export import OPENAI_MESSAGE_KEYS, export, main
 
-from conftest import ROOT, read_jsonl
+from tests.helpers.run import ROOT, read_jsonl
+from tests.helpers.sample_run import make_run
 
 MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
 TOOLS = TypeAdapter(list[ChatCompletionToolParam])

@@ -14,9 +14,9 @@ import datasets
 import pytest
 
 from hermes_runner.dataset import read_prompts
-from tests.helpers.consumers import run_consumer
 
-from conftest import read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.consumers import run_consumer
+from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
 
 # Prelude of every script run in the hermes-agent venv: a private HOME, no lazy pip installs, then its modules.
 HERMES_ENV = """

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, base_overrides, read_jsonl, run_cli, run_inprocess, script, write_jsonl
+from tests.helpers.run import ROOT, base_overrides, read_jsonl, run_cli, run_inprocess, script, write_jsonl
 
 TERM = {"name": "terminal", "arguments": {"command": "echo hi"}}
 

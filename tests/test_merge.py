@@ -12,7 +12,7 @@ import pytest
 from hermes_runner.errors import ConfigError
 from hermes_runner.rundir.merge import main, merge
 
-from conftest import ROOT, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.run import ROOT, read_jsonl, run_inprocess, script, write_jsonl
 
 N = 11
 

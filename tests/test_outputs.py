@@ -11,7 +11,7 @@ from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig
 from hermes_runner.tools.catalog import NOT_IN_HERMES, tool_names, tools_for
 
-from conftest import read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
 
 VARIED = [
     lambda i: f"default {i}",

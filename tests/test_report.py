@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sample_run import MARKUP, make_run
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -26,7 +25,9 @@ from hermes_runner.report.page import build_report
 from hermes_runner.report.page import main as report_main
 from hermes_runner.testing.scripted_server import ScriptedServer
 
-from conftest import ROOT, base_overrides, compose_cfg, read_jsonl, require, run_cli, run_inprocess, script, write_jsonl
+from tests.helpers.machine import require
+from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_cli, run_inprocess, script, write_jsonl
+from tests.helpers.sample_run import MARKUP, make_run
 
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"

@@ -8,7 +8,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from conftest import read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
 
 NO_REASONING = {"content": "plain answer"}
 

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-import test_docker_sandbox as docker_tests
 
 from hermes_runner.config import DockerSandboxOptions, SandboxConfig
 from hermes_runner.dataset import Prompt
@@ -27,7 +26,8 @@ from hermes_runner.sandbox.local import MARKER, LocalBackend
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import all_tools
 
-from conftest import ROOT, base_overrides, read_jsonl, script, write_jsonl
+import tests.test_docker_sandbox as docker_tests
+from tests.helpers.run import ROOT, base_overrides, read_jsonl, script, write_jsonl
 
 engine = docker_tests.engine  # the Docker engine fixture (skips, or fails under HERMES_REQUIRE_DOCKER=1)
 

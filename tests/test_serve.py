@@ -19,7 +19,7 @@ import pytest
 
 from hermes_runner.model.serve import server_argv
 
-from conftest import ROOT, compose_cfg, read_jsonl, run_cli, script, write_jsonl
+from tests.helpers.run import ROOT, compose_cfg, read_jsonl, run_cli, script, write_jsonl
 
 SCRIPTED = ["{python}", "-m", "hermes_runner.testing.scripted_server", "--port", "{port}"]
 

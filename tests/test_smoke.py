@@ -1,4 +1,4 @@
-from conftest import read_jsonl, run_inprocess, write_jsonl
+from tests.helpers.run import read_jsonl, run_inprocess, write_jsonl
 
 
 def test_small_run(make_cfg, tmp_path, run_dir, server):

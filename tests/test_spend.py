@@ -8,7 +8,7 @@ import pytest
 
 from hermes_runner.testing.scripted_server import turn_of
 
-from conftest import read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
 
 TERM = {"name": "terminal", "arguments": {"command": "echo hi"}}
 

@@ -13,7 +13,7 @@ from hermes_runner.errors import ModelCallError
 from hermes_runner.model.client import Completion, OpenAIChatModel
 from hermes_runner.tools.catalog import tools_for
 
-from conftest import read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
 
 TOOLS = [t.openai_schema() for t in tools_for(["terminal", "file"])]
 TERM = {"id": "call_t", "name": "terminal", "arguments": {"command": "echo hi"}}

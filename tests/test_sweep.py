@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from conftest import base_overrides, read_jsonl, run_cli, write_jsonl
+from tests.helpers.run import base_overrides, read_jsonl, run_cli, write_jsonl
 
 
 def test_sweep_reruns_finish_only_what_is_missing(server, tmp_path):

@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import get_class
 
-from conftest import compose_cfg, read_jsonl, run_cli, script, write_jsonl
+from tests.helpers.run import compose_cfg, read_jsonl, run_cli, script, write_jsonl
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import system
-
-from conftest import ROOT
+from tests.helpers.run import ROOT
 
 PY = sys.executable
 

@@ -1,4 +1,4 @@
-from conftest import run_inprocess, write_jsonl
+from tests.helpers.run import run_inprocess, write_jsonl
 
 
 def test_tool_choice_is_sent_with_the_tools(make_cfg, tmp_path, run_dir, server):

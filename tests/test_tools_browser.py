@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from tool_harness import call, run_tools
 
-pytestmark = pytest.mark.browser  # fails with how to install Chromium when it is missing (conftest.require)
+from tests.helpers.tool_harness import call, run_tools
+
+pytestmark = pytest.mark.browser  # fails with how to install Chromium when it is missing (tests/helpers/machine.require)
 
 
 def ref_of(snapshot: str, pattern: str) -> str:

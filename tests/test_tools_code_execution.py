@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tool_harness import call, run_tools
 
-from conftest import base_overrides, compose_cfg
+from tests.helpers.run import base_overrides, compose_cfg
+from tests.helpers.tool_harness import call, run_tools
 
 
 @pytest.fixture

@@ -8,10 +8,11 @@ import json
 
 import pytest
 from aiohttp import web
-from tool_harness import call, run_tools
 
 from hermes_runner.testing.scripted_server import describe_image, png_bytes
 from hermes_runner.tools.backends import unavailable
+
+from tests.helpers.tool_harness import call, run_tools
 
 
 def _image_parts(seen) -> list[bytes]:

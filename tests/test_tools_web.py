@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from local_site import TAVILY_KEY
-from tool_harness import call, run_tools
-
 from hermes_runner.tools.backends import unavailable
+
+from tests.helpers.local_site import TAVILY_KEY
+from tests.helpers.tool_harness import call, run_tools
 
 
 def test_searxng_search_pages_through_results(tools_cfg, local_site):

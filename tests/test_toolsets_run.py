@@ -7,14 +7,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-from local_site import LocalSite
-from tool_harness import tool_overrides
 
 from hermes_runner.cli import load_distributions
 from hermes_runner.testing.scripted_server import turn_of
 from hermes_runner.tools.catalog import tools_for
 
-from conftest import read_jsonl, run_inprocess, write_jsonl
+from tests.helpers.local_site import LocalSite
+from tests.helpers.run import read_jsonl, run_inprocess, write_jsonl
+from tests.helpers.tool_harness import tool_overrides
 
 NOT_CONFIGURED = {"web", "vision", "image_gen", "moa"}  # by conf/tools/default.yaml
 
@@ -52,7 +52,7 @@ def test_refuse_policy_and_nothing_left(make_cfg, tmp_path, run_dir, server, loc
 
 
 def test_refuse_message_names_what_is_missing(tmp_path):
-    from conftest import run_cli
+    from tests.helpers.run import run_cli
 
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
     res = run_cli(
@@ -144,7 +144,7 @@ def test_every_distribution_runs_with_real_tools(dist, make_cfg, tmp_path, run_d
 
 
 def test_list_distributions_shows_all_17():
-    from conftest import run_cli
+    from tests.helpers.run import run_cli
 
     res = run_cli("list_distributions=true")
     assert res.returncode == 0

@@ -8,8 +8,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from local_site import LocalSite
-
 from hermes_runner.config import RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.sandbox.local import LocalBackend
@@ -18,7 +16,8 @@ from hermes_runner.tools.backends import ToolServices
 from hermes_runner.tools.base import ToolContext, ToolResult
 from hermes_runner.tools.catalog import all_tools
 
-from conftest import base_overrides, compose_cfg
+from tests.helpers.local_site import LocalSite
+from tests.helpers.run import base_overrides, compose_cfg
 
 
 def tool_overrides(site: LocalSite) -> list[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hermes_runner.testing.scripted_server import ScriptedServer
 
-from conftest import base_overrides, compose_cfg, run_inprocess, script, write_jsonl
+from tests.helpers.run import base_overrides, compose_cfg, run_inprocess, script, write_jsonl
 
 MARKUP = "<script>window.__pwned = 1</script><b>not bold</b>"
 

@@ -1,0 +1,72 @@
+"""Plain helpers every test module may import: config composition, the CLI, JSONL files, scripted prompts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+from hermes_runner.cli import execute_run
+from hermes_runner.config import RunConfig, register_configs
+from hermes_runner.testing.scripted_server import ScriptedServer
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+CONF = ROOT / "conf"
+register_configs()
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    """Rows are dicts (dumped as JSON) or raw strings (written as they are)."""
+    with path.open("w") as fp:
+        for row in rows:
+            fp.write((row if isinstance(row, str) else json.dumps(row)) + "\n")
+    return path
+
+
+def script(*steps: dict, text: str = "task") -> str:
+    """A prompt whose assistant turns follow `steps` (see hermes_runner.testing.scripted_server)."""
+    return f"{text}\n#script {json.dumps(list(steps))}"
+
+
+def base_overrides(server: ScriptedServer, tmp_path: Path) -> list[str]:
+    return [
+        "model=local_server",
+        f"model.base_url={server.url}",
+        "model.retry_initial_wait_s=0.01",
+        "progress=false",
+        f"sandbox.local.root={tmp_path / 'sandboxes'}",
+    ]
+
+
+def compose_cfg(overrides: list[str]) -> RunConfig:
+    """Compose conf/config.yaml with Hydra's compose API into a validated RunConfig."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        dcfg = compose(config_name="config", overrides=overrides)
+    return OmegaConf.to_object(dcfg)
+
+
+def run_inprocess(cfg: RunConfig, run_dir: Path) -> tuple[int, dict | None]:
+    return execute_run(cfg, run_dir)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python run.py ...` in a subprocess, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "HYDRA_FULL_ERROR": "0", **(env or {})},
+    )
