@@ -113,3 +113,8 @@ class StorageFull(RunnerError):
             "kept, the unfinished ones run again. Make room (or fix the directory) and run the same command again.",
             exc.errno,
         )
+
+
+class ScoreError(RunnerError):
+    """A scorer could not judge a trajectory (no target, an unreadable judge reply, ...): the score record
+    keeps the message in `error` (value 0, not passed); the trajectory is kept as the filters say."""

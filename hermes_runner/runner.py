@@ -39,6 +39,7 @@ from hermes_runner.rundir.store import (
     with_prompt_index,
 )
 from hermes_runner.sandbox import make_backend
+from hermes_runner.score import unscored
 from hermes_runner.session import Failure, Outcome
 from hermes_runner.tools import backends as tool_services
 from hermes_runner.tools.catalog import stats_names, tool_names, toolset_names
@@ -108,7 +109,17 @@ def classify(res: SessionResult, cfg: RunConfig, names: list[str]) -> tuple[str,
         return "discarded", "no_reasoning", summary
     if unknown and cfg.filters.hallucinated_tools == HallucinatedToolPolicy.drop:
         return "discarded", "hallucinated_tool", summary
+    if cfg.filters.min_reward is not None and res.reward < cfg.filters.min_reward:
+        return "discarded", "low_reward", summary
     return "ok", None, summary
+
+
+LEDGER_SCORE_KEYS = ("name", "kind", "value", "passed", "error")  # what the ledger keeps of each score record
+
+
+def ledger_scores(scores: list[dict]) -> list[dict]:
+    """The score records as the ledger keeps them (the entry has the rest: explanation, output, details)."""
+    return [{k: s[k] for k in LEDGER_SCORE_KEYS} for s in scores]
 
 
 def _positive(counts: Counter) -> dict:
@@ -345,8 +356,12 @@ class Run:
             self.stats.add(rec)
             status = "failed"
         else:
+            if cfg.scorers and not outcome.scores:
+                outcome.scores = unscored(cfg.scorers)  # e.g. a worker of an older version: same keys, "not scored"
             status, reason, summary = classify(outcome, cfg, self.names)
             rec.update(summary)
+            if cfg.scorers:
+                rec.update(reward=outcome.reward, scores=ledger_scores(outcome.scores))
             if reason:
                 rec["reason"] = reason
             entry = entries.entry(
@@ -357,6 +372,8 @@ class Run:
                 system_prompt=cfg.system_prompt,
                 layout=cfg.output.layout,
                 discard_reason=reason or "",
+                reward=outcome.reward,
+                scores=outcome.scores,
             )
             self.store.write_trajectory(status, batch, dumps_line(entry), rec)
             self.state.terminal[p.key] = Ref(status, rec["file"], rec["offset"], rec["length"], p.index, batch)
@@ -466,12 +483,21 @@ class Run:
         handles: dict[str, int] = {}
 
         foreign, layout = self.state.foreign, self.cfg.output.layout
+        if self.cfg.filters.best_of_k:
+            best = entries.best_of_k((key, fastjson.loads(self.store.read_entry(ref, handles))) for _, key, ref in refs)
+            refs = [r for r in refs if r[1] in best]
 
         def lines() -> Iterator[bytes]:
             for index, key, ref in refs:
                 line = self.store.read_entry(ref, handles)
                 if ref.file in foreign:  # the original runner's line: our keys and types, so the file loads as one
-                    row = entries.conform(fastjson.loads(line), key=key, tool_names=self.fill, layout=layout)
+                    row = entries.conform(
+                        fastjson.loads(line),
+                        key=key,
+                        tool_names=self.fill,
+                        layout=layout,
+                        scores=unscored(self.cfg.scorers),
+                    )
                     line = dumps_line(row)
                 yield line if index == ref.index else with_prompt_index(line, index)
 

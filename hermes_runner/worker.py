@@ -15,6 +15,7 @@ from hermes_runner.agent import AgentSettings
 from hermes_runner.config import RunConfig
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.sandbox import make_backend
+from hermes_runner.score import open_scorers
 from hermes_runner.session import SessionRunner
 from hermes_runner.tools import backends as tool_services
 
@@ -65,4 +66,6 @@ async def session_runner(
             cfg, set(tool_services.drawable(cfg)) - set(dropped), spec.base_url, hooks=tool_hooks
         )
         stack.push_async_callback(services.aclose)
-        yield SessionRunner(cfg, model, backend, spec.settings, unavailable, services.by_toolset, dropped)
+        scorers = open_scorers(cfg, main_url=spec.base_url, hooks=tool_hooks)  # a judge is metered like a tool's model
+        stack.push_async_callback(scorers.aclose)
+        yield SessionRunner(cfg, model, backend, spec.settings, unavailable, services.by_toolset, dropped, scorers)

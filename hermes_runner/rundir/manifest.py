@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 DATA_KEYS = (
     "dataset_file", "model.name", "distribution", "seed", "max_turns", "max_tokens", "reasoning",
     "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
-    "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout",
+    "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout", "scorers",
 )  # fmt: skip
 
 

@@ -63,6 +63,8 @@ class RunStats:
 
     def _outcome(self, rec: dict, n: int) -> None:
         status = rec["status"]
+        if status == "rescored":
+            return  # new scores of a prompt counted already (its spend, a judge's, counts above)
         batch = rec.get("batch", -1)
         per_batch = self.batches.get(batch)
         if per_batch is None:

@@ -14,6 +14,10 @@ The reply to each chat-completions request depends on the conversation so far:
   ``"cut": true``, by closing the connection.
 * A request without ``tools`` never gets tool calls: a step that would make some answers with its
   ``content`` (or a fixed line) instead, as a real model offered no tools does.
+* A first user message with a line ``#judging`` is a scorer's judge asking (the test's rubric holds that
+  line): it gets the step of the ``#judge <json step>`` line found in the same message (the judged prompt's,
+  quoted by the rubric), else ``{"content": "{\"score\": 1, \"explanation\": \"fine\"}"}``; ``#script``
+  lines quoted in it are ignored.
 * Without a script: call ``terminal`` once (when offered) with ``echo``, then answer. A last
   user message with images (``image_url`` data URLs) is answered with what they are: type,
   size in pixels, bytes and sha256 prefix, so vision tools can be checked end to end.
@@ -111,10 +115,24 @@ def images_in_last_user(body: dict) -> list[bytes]:
 
 
 def parse_script(prompt: str) -> list[dict] | None:
-    for line in prompt.splitlines():
+    lines = prompt.splitlines()
+    if "#judging" in lines:
+        return [parse_judge(lines)]
+    for line in lines:
         if line.startswith("#script "):
             return json.loads(line[len("#script ") :])
     return None
+
+
+JUDGE_DEFAULT = {"content": json.dumps({"score": 1, "explanation": "fine"})}
+
+
+def parse_judge(lines: list[str]) -> dict:
+    """The scripted step of a judge's request (see the module docstring)."""
+    for line in lines:
+        if line.startswith("#judge "):
+            return json.loads(line[len("#judge ") :])
+    return dict(JUDGE_DEFAULT)
 
 
 class ScriptedServer(LoopbackApp):
