@@ -35,7 +35,7 @@ from hermes_runner.rundir.layout import INVOCATIONS
 from hermes_runner.rundir.manifest import now
 from hermes_runner.rundir.store import dumps_line
 from hermes_runner.runner import Run, ledger_scores
-from hermes_runner.score import Job, Score, Scorers, open_scorers, primary_name, reward_of, row_from_entry
+from hermes_runner.score import NOT_SCORED, Job, Score, Scorers, open_scorers, primary_name, reward_of, row_from_entry
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.usage import Usage
 from hermes_runner.util import fastjson
@@ -119,7 +119,7 @@ class Rescoring:
         return row
 
     def done(self, entry: dict) -> bool:
-        have = {s["name"] for s in entry.get("scores") or () if not s.get("error")}
+        have = {s["name"] for s in entry.get("scores") or () if not s.get("error")}  # errors are tried again
         return not self.force and set(self.new) <= have
 
     def merged(self, prev: list[dict], fresh: list[Score]) -> tuple[list[dict], float]:
@@ -127,10 +127,11 @@ class Rescoring:
         a "not scored" record for a configured scorer that never judged it, the primary's first.
 
         The primary is the one marked primary, else the entry's own primary (its first record), else the first."""
+        prev = [r for r in prev if r.get("error") != NOT_SCORED]  # placeholders: a real record replaces them
         by_name = {r["name"]: entries.score_record(r) for r in prev}
         by_name.update((f.name, f.as_dict()) for f in fresh)
         for name, sc in self.all.items():
-            by_name.setdefault(name, Score.failed(name, sc.kind, "not scored").as_dict())
+            by_name.setdefault(name, Score.failed(name, sc.kind, NOT_SCORED).as_dict())
         marked = next((n for n, sc in self.all.items() if sc.primary), None)
         primary = marked or (prev[0]["name"] if prev else self.primary)
         records = sorted(by_name.values(), key=lambda r: r["name"] != primary)

@@ -335,7 +335,8 @@ def test_rescoring_a_finished_run_calls_no_agent_model_and_is_resumable(make_cfg
     rows = [{"prompt": judged("Paris", 0.5), "target": "paris"}, {"prompt": judged("Rome", 0.0), "target": "paris"}]
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     assert run_inprocess(make_cfg(dataset=ds), run_dir)[0] == 0
-    assert [e["scores"] for e in read_jsonl(run_dir / "trajectories.jsonl")] == [[], []]
+    unscored = [e["scores"] for e in read_jsonl(run_dir / "trajectories.jsonl")]
+    assert [[(s["name"], s["error"]) for s in scores] for scores in unscored] == [[("", "not scored")]] * 2
     agent_calls = len(server.requests)
     out = rescore.rescore(run_dir, ["+scorer@scorers.answer=match"])
     assert (out["scored"], out["skipped"], len(server.requests)) == (2, 0, agent_calls)
@@ -386,16 +387,19 @@ def test_hf_datasets_loads_scored_unscored_and_failed_score_batches_mixed(make_c
     scored = sorted(str(p) for p in scored_dir.glob("batch_*.jsonl"))
     plain = sorted(str(p) for p in plain_dir.glob("batch_*.jsonl"))
     cache = str(tmp_path / "hf")
-    # one run's files in any mix (failed score first), no features needed
-    loaded = datasets.load_dataset("json", data_files=scored, split="train", cache_dir=cache)
-    assert sorted(loaded["reward"]) == [0.0, 0.0, 1.0]
-    assert loaded.features["scores"].feature["exit_code"].dtype == "int64"
-    # scored and unscored runs together, in either order: with the run's features file
-    feats = datasets.Features.from_dict(json.loads((scored_dir / "dataset_features.json").read_text()))
-    assert feats == datasets.Features.from_dict(json.loads((plain_dir / "dataset_features.json").read_text()))
-    for files in (plain + scored, scored + plain):
-        mixed = datasets.load_dataset("json", data_files=files, features=feats, split="train", cache_dir=cache)
-        assert len(mixed) == 6 and sorted(len(s) for s in mixed["scores"]) == [0, 0, 0, 1, 1, 1]
+    feats = json.loads((scored_dir / "dataset_features.json").read_text())
+    assert feats == json.loads((plain_dir / "dataset_features.json").read_text())
+    # scored, unscored and failed-score rows in any mix and order, without the features file: the same types
+    for files in (plain + scored, scored + plain, [scored[0], plain[1], scored[2]]):
+        mixed = datasets.load_dataset("json", data_files=files, split="train", cache_dir=cache)
+        assert mixed.features.to_dict() == feats
+        names = sorted(s[0]["name"] for s in mixed["scores"])
+        assert len(mixed) == len(files) and set(names) <= {"", "answer"}
+    loaded = datasets.load_dataset("json", data_files=plain + scored, split="train", cache_dir=cache)
+    assert sorted(loaded["reward"]) == [0.0] * 5 + [1.0]
+    assert sorted(s[0]["error"] for s in loaded["scores"]) == [""] * 2 + ["not scored"] * 3 + [
+        "the row has no `target`"
+    ]
 
 
 def test_export_by_min_reward_and_pass_fail_splits(make_cfg, tmp_path, run_dir):

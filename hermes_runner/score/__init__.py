@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from hermes_runner.config import RunConfig, ScorerConfig, ScorerKind
+from hermes_runner.errors import ScoreError
 from hermes_runner.score.base import NOT_SCORED, Job, Score, Scorer, final_answer, row_from_entry, row_of
 
 __all__ = [
@@ -96,7 +97,9 @@ class Scorers:
             raise
         except Exception as exc:  # noqa: BLE001 - a scorer's failure is a record, the trajectory is kept
             log.debug("scorer %s failed", s.name, exc_info=True)
-            return Score.failed(s.name, s.kind, f"{type(exc).__name__}: {exc}")
+            return Score.failed(
+                s.name, s.kind, str(exc) if isinstance(exc, ScoreError) else f"{type(exc).__name__}: {exc}"
+            )
 
     def ordered(self, scores: Sequence[Score]) -> list[dict]:
         """The records as entries hold them: the primary scorer's first, then the others in configured order."""

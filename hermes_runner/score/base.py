@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Protocol
 
 from hermes_runner.config import ScorerKind
 from hermes_runner.errors import ScoreError
-from hermes_runner.trajectory.entry import score_record
+from hermes_runner.trajectory.entry import NOT_SCORED, score_record
 from hermes_runner.trajectory.hermes import split_gpt
 from hermes_runner.usage import Usage
+
+__all__ = ["NOT_SCORED", "Job", "Score", "Scorer", "conversation_text", "final_answer", "row_from_entry", "row_of"]
 
 if TYPE_CHECKING:
     from hermes_runner.dataset import Prompt
     from hermes_runner.sandbox.base import Sandbox
-
-NOT_SCORED = "not scored"  # `error` of the record of a configured scorer that never judged the row
 
 
 @dataclass(slots=True)

@@ -39,6 +39,13 @@ SCORE_TYPES = {
     "output": "string",
     "details": "string",
 }
+NOT_SCORED = "not scored"  # `error` of a record that stands for no judgment at all
+
+
+def unscored_record(name: str = "", kind: str = "") -> dict:
+    """The record of a scorer that never judged the row; an entry no scorer judged holds one with name "", so that
+    every file infers the same `scores` type (an empty list would be list<null>)."""
+    return score_record({"name": name, "kind": kind, "error": NOT_SCORED})
 
 
 class OfferedTool(Protocol):
@@ -139,7 +146,8 @@ def entry(
 
     Unset values are empty strings, never null (`image`, `cwd`, `discard_reason`); the dataset row's own
     fields, of any types, are kept as one JSON text (`metadata.row_fields`: `json.loads` gives them back).
-    `scores` holds one record of SCORE_TYPES per configured scorer (none: `[]`), `reward` the primary's value."""
+    `scores` holds one record of SCORE_TYPES per configured scorer, the primary's first (no scorer: one record
+    with name "" and error "not scored"), `reward` the primary's value (0.0 unscored)."""
     p = result.prompt
     stats, errors = tool_stats(result, tool_names)
     usage = {k: (float(v) if k == "cost_usd" else int(v)) for k, v in result.usage.as_dict().items()}
@@ -165,7 +173,7 @@ def entry(
         "tool_error_counts": errors,
         "usage": usage,
         "reward": float(reward),
-        "scores": [score_record(r) for r in scores],
+        "scores": [score_record(r) for r in scores] or [unscored_record()],
     }
 
 
@@ -271,7 +279,7 @@ def conform(
         "tool_error_counts": {name: _int(errors_in.get(name)) for name in tool_names},
         "usage": {k: (0.0 if k == "cost_usd" else 0) for k in Usage().as_dict()},
         "reward": 0.0,
-        "scores": [score_record(r) for r in scores],
+        "scores": [score_record(r) for r in scores] or [unscored_record()],
     }
 
 
