@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_runner import rescore
 from hermes_runner.config import MatchMode, ScorerConfig, ScorerKind, check
 from hermes_runner.errors import ConfigError
+from hermes_runner.run import rescore
 from hermes_runner.score import Job, Score, Scorers, open_scorers, row_from_entry
 from hermes_runner.score.judge import parse_verdict
 from hermes_runner.score.match import MatchScorer, last_number

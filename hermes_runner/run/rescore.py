@@ -28,13 +28,14 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from hermes_runner.budget import RunBudget
 from hermes_runner.config import RunConfig, ScorerConfig, ScorerKind, check, check_scorers, register_configs
 from hermes_runner.errors import ConfigError, ExitCode, RunnerError
+from hermes_runner.run.budget import RunBudget
+from hermes_runner.run.invocation import Run
+from hermes_runner.run.record import ledger_scores
 from hermes_runner.rundir.layout import INVOCATIONS
 from hermes_runner.rundir.manifest import now
 from hermes_runner.rundir.store import dumps_line
-from hermes_runner.runner import Run, ledger_scores
 from hermes_runner.score import NOT_SCORED, Job, Score, Scorers, open_scorers, primary_name, reward_of, row_from_entry
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.usage import Usage
@@ -42,7 +43,7 @@ from hermes_runner.util import fastjson
 
 log = logging.getLogger(__name__)
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent.parent.parent / "conf"
 
 
 def run_config(run_dir: Path) -> RunConfig:
