@@ -429,3 +429,37 @@ def test_open_scorers_builds_every_kind(make_cfg, tmp_path):
     assert [s.kind for s in scorers.items] == [ScorerKind.match, ScorerKind.judge, ScorerKind.verify]
     assert scorers.primary == "a"
     asyncio.run(scorers.aclose())
+
+
+def test_rescoring_killed_with_kill_9_goes_on_where_it_stopped(make_cfg, tmp_path, run_dir, server):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    slow = {"content": json.dumps({"score": 1, "explanation": "ok"}), "sleep": 0.4}
+    rows = [{"prompt": f"{answer(f'a{i}')}\n#judge {json.dumps(slow)}"} for i in range(6)]
+    ds = write_jsonl(tmp_path / "d.jsonl", rows)
+    assert run_inprocess(make_cfg(dataset=ds), run_dir)[0] == 0
+    argv = [sys.executable, "-m", "hermes_runner.score", str(run_dir), "+scorer@scorers.q=judge"]
+    argv += [f"scorers.q.judge.rubric='{JUDGE_RUBRIC}'", "--concurrency", "1"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    rescored = run_dir / "rescored.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not rescored.exists() or len(rescored.read_bytes().splitlines()) < 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    done_before = len(rescored.read_bytes().splitlines())
+    assert 2 <= done_before < 6, "the kill must land mid-way"
+    calls_before = judge_calls(server)
+    out = subprocess.run(
+        [*argv[:5], argv[5], "--concurrency", "1"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"{6 - done_before} scored, {done_before} already scored" in out.stdout
+    assert judge_calls(server) == calls_before + 6 - done_before  # the recorded ones were never judged again
+    entries = read_jsonl(run_dir / "trajectories.jsonl")
+    assert [e["scores"][0]["name"] for e in entries] == ["q"] * 6 and all(e["reward"] == 1.0 for e in entries)

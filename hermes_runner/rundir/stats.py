@@ -47,7 +47,7 @@ class RunStats:
         """Take back the outcome of a record `add` counted whose prompt is not in the current dataset (its
         spend stays: it was paid)."""
         self._outcome(rec, -1)
-        if rec["status"] != "failed":
+        if rec["status"] not in ("failed", "rescored"):
             self.out_of_scope[rec["status"]] += 1
 
     def add_spend(self, rec: dict) -> None:
