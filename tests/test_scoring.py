@@ -455,9 +455,7 @@ def test_rescoring_killed_with_kill_9_goes_on_where_it_stopped(make_cfg, tmp_pat
     done_before = len(rescored.read_bytes().splitlines())
     assert 2 <= done_before < 6, "the kill must land mid-way"
     calls_before = judge_calls(server)
-    out = subprocess.run(
-        [*argv[:5], argv[5], "--concurrency", "1"], env=env, capture_output=True, text=True, timeout=120
-    )
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert f"{6 - done_before} scored, {done_before} already scored" in out.stdout
     assert judge_calls(server) == calls_before + 6 - done_before  # the recorded ones were never judged again
