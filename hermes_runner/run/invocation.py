@@ -47,7 +47,7 @@ from hermes_runner.rundir.store import (
 )
 from hermes_runner.tools import backends as tool_services
 from hermes_runner.tools import distributions
-from hermes_runner.tools.catalog import stats_names, tool_names, toolset_names
+from hermes_runner.tools.catalog import all_tools, stats_names, tool_names, toolset_names
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.usage import Usage
 from hermes_runner.util.redact import Redactor, redacting_logs
@@ -265,7 +265,8 @@ class Run:
             return await work(p)
 
         try:
-            write_manifest(cfg, self.dir, self.toolsets_dropped, self.redact)  # the run has started
+            owner = {name: t.toolset for name, t in all_tools().items()}
+            write_manifest(cfg, self.dir, self.toolsets_dropped, self.redact, owner)  # the run has started
         except OSError as exc:
             self._storage_failed(exc)
             return

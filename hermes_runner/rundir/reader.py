@@ -118,6 +118,11 @@ class RunData:
         dist = (self.manifest.get("data_config") or {}).get("distribution") or {}
         return dict(dist.get("toolsets") or {}) if isinstance(dist, dict) else {}
 
+    def tool_toolsets(self) -> dict[str, str] | None:
+        """Tool -> toolset, as run.json records it (None in run dirs written before it did)."""
+        owner = self.manifest.get("tool_toolsets")
+        return dict(owner) if isinstance(owner, dict) else None
+
     def config_value(self, key: str) -> object:
         return (self.manifest.get("data_config") or {}).get(key)
 
