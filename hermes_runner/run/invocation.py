@@ -23,7 +23,7 @@ from hermes_runner.agent.session import Failure, Outcome
 from hermes_runner.agent.worker import WorkerSpec
 from hermes_runner.config import RunConfig, as_container, check
 from hermes_runner.dataset import Prompt, load_prefill
-from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, StorageFull
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, RunDirBusy, StorageFull
 from hermes_runner.executors import Executor, Work, open_executor
 from hermes_runner.model.ratelimit import EndpointLimiter
 from hermes_runner.model.serve import check_model, serving
@@ -40,7 +40,6 @@ from hermes_runner.rundir.store import (
     CallLog,
     LedgerState,
     Ref,
-    RunDirBusy,
     RunStore,
     dumps_line,
     remove_stale_temps,

@@ -10,17 +10,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from hermes_runner.errors import RunnerError
+from hermes_runner.errors import NotARunDir
 from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST, STATISTICS
 from hermes_runner.rundir.stats import RunStats
 from hermes_runner.rundir.store import FAILURES, LEDGER, TERMINAL, Ref, RunStore, iter_lines
 from hermes_runner.usage import Usage
 
 STATUSES = ("completed", "partial", "incomplete", "discarded", "failed")
-
-
-class NotARunDir(RunnerError):
-    """The directory holds neither a run nor a sweep of runs."""
 
 
 def status_of(rec: dict) -> str:
