@@ -288,7 +288,7 @@ def test_judge_scores_counts_in_usage_and_budget_and_resume_never_rescores(make_
     assert [[s["name"] for s in e["scores"]] for e in entries] == [["answer", "quality"]] * 2
     q = entries[0]["scores"][1]
     assert (q["value"], q["passed"], q["explanation"]) == (0.75, True, "graded Paris")
-    request = server.calls_for("#judging")[0].body["messages"][0]["content"]
+    (request,) = [r.prompt for r in server.calls_for("#judging") if "say Paris" in r.prompt]
     assert "Answer: Paris" in request and "Target: Paris" in request
     # the judge's spend is in the prompt's usage, the run's statistics and the metered calls
     assert all(e["usage"]["cost_usd"] == pytest.approx(0.01) for e in entries)
