@@ -461,3 +461,14 @@ def test_rescoring_killed_with_kill_9_goes_on_where_it_stopped(make_cfg, tmp_pat
     assert judge_calls(server) == calls_before + 6 - done_before  # the recorded ones were never judged again
     entries = read_jsonl(run_dir / "trajectories.jsonl")
     assert [e["scores"][0]["name"] for e in entries] == ["q"] * 6 and all(e["reward"] == 1.0 for e in entries)
+
+
+def test_rescoring_stops_at_the_run_budget(make_cfg, tmp_path, run_dir, server):
+    costly = {"content": json.dumps({"score": 1, "explanation": "ok"}), "cost": 1.0}
+    rows = [{"prompt": f"{answer(f'b{i}')}\n#judge {json.dumps(costly)}"} for i in range(5)]
+    ds = write_jsonl(tmp_path / "d.jsonl", rows)
+    assert run_inprocess(make_cfg("limits.max_cost_usd=2.5", dataset=ds), run_dir)[0] == 0  # the agent costs 0
+    overrides = ["+scorer@scorers.q=judge", f"scorers.q.judge.rubric='{JUDGE_RUBRIC}'"]
+    out = rescore.rescore(run_dir, overrides, concurrency=1)
+    assert out["stopped_by_budget"] and out["scored"] == 3 and judge_calls(server) == 3  # the third call spends it
+    assert json.loads((run_dir / "statistics.json").read_text())["usage"]["cost_usd"] == pytest.approx(3.0)

@@ -165,8 +165,7 @@ class Rescoring:
         ref = self.run.state.terminal[key]
         self.run.store.write_rescored(line, rec)
         ref.file, ref.offset, ref.length = rec["file"], rec["offset"], rec["length"]
-        self.budget.charge(usage)
-        self.counts["scored"] += 1
+        self.counts["scored"] += 1  # (the budget metered the judge's calls themselves: its hook)
 
     async def __call__(self, concurrency: int) -> dict:
         cfg = self.run.cfg
