@@ -16,7 +16,7 @@ register_configs()
 JOB_STARTED = False  # set once Hydra has composed a config and handed it to a job
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="hermes_runner/conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     global JOB_STARTED
     JOB_STARTED = True

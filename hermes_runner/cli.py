@@ -29,7 +29,7 @@ from hermes_runner.runner import Run
 from hermes_runner.util.redact import Redactor, redacting_logs
 
 log = logging.getLogger("hermes_runner")
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
 class RunDirGuard(Callback):

@@ -1,6 +1,6 @@
 """Structured configs: the single source of truth for every option.
 
-The YAML files under ``conf/`` pick values; these dataclasses define which keys
+The YAML files under ``hermes_runner/conf/`` pick values; these dataclasses define which keys
 exist and their types, so a typo or a wrong type fails at composition time,
 before any model call.
 """
@@ -108,7 +108,7 @@ class ModelConfig:
     stream: bool = False  # stream replies (SSE); the trajectories are the same either way
     tool_choice: str | None = None  # sent with the tools: auto | required | none (None: endpoint default)
     tool_choice_turns: int | None = None  # send tool_choice only on the first N calls of a prompt (None: every call)
-    default_max_tokens: int | None = None  # the run's max_tokens when it sets none (conf/config.yaml)
+    default_max_tokens: int | None = None  # the run's max_tokens when it sets none (hermes_runner/conf/config.yaml)
     extra_body: dict[str, Any] = field(default_factory=dict)
     default_headers: dict[str, str] = field(default_factory=dict)
     serve: ServeConfig = field(default_factory=ServeConfig)
