@@ -40,6 +40,11 @@ class RunDirGuard(Callback):
         if config.get("list_distributions"):
             return
         try:
+            check_keys(config)  # `+num_worker=8`: refused before Hydra creates the run dir
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(ExitCode.CONFIG) from None
+        try:
             run_dir = Path(str(OmegaConf.select(config, "hydra.run.dir")))
         except Exception:  # noqa: BLE001 - a dir that only the job can resolve: the job's own lock guards it
             return

@@ -512,8 +512,16 @@ def check(cfg: RunConfig) -> None:
         raise ConfigError("invalid configuration: " + "; ".join(problems))
 
 
+def closest(key: str, names: list[str]) -> str | None:
+    """The valid name closest to a mistyped one (difflib, or one it begins), if any is close."""
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+    return close[0] if close else next((n for n in names if n.startswith(key)), None)
+
+
 def check_keys(dcfg: DictConfig) -> None:
-    """Refuse keys no schema defines, e.g. added with `+num_worker=8` (Hydra lets `+` add any key)."""
+    """Refuse keys no schema defines, e.g. added with `+num_worker=8`: Hydra applies `+key=value` with the
+    struct flag off (it may add any key, also to a structured config), so only this walk catches a typo.
+    A top-level `hydra` node (in a callback's config) is Hydra's own."""
     unknown = []
 
     def walk(node: DictConfig | ListConfig, prefix: str) -> None:
@@ -527,10 +535,12 @@ def check_keys(dcfg: DictConfig) -> None:
         names = [f.name for f in dataclasses.fields(schema)] if dataclasses.is_dataclass(schema) else None
         for key in node:
             full = f"{prefix}.{key}" if prefix else str(key)
+            if full == "hydra":
+                continue
             if names is not None and key not in names:
-                close = difflib.get_close_matches(str(key), names, n=1)
+                close = closest(str(key), names)
                 where = f"in {prefix}" if prefix else "at the top level"
-                unknown.append(f"{full} (no such option {where}" + (f"; did you mean {close[0]}?)" if close else ")"))
+                unknown.append(f"{full} (no such option {where}" + (f"; did you mean {close}?)" if close else ")"))
                 continue
             child = node._get_node(key)
             if isinstance(child, (DictConfig, ListConfig)):
