@@ -16,10 +16,13 @@ import traceback
 from pathlib import Path
 
 import hydra
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from hermes_runner.config import closest, register_configs
-from hermes_runner.errors import ExitCode, JobNotStarted
+from hermes_runner.errors import ConfigError, ExitCode, JobNotStarted
+from hermes_runner.rundir import sweep
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 SCHEMA_SUFFIX = "_schema"  # ConfigStore names of the structured schemas: not choices a user picks
@@ -70,15 +73,55 @@ def help_options() -> str:
     return "\n".join(lines)
 
 
-def register_help() -> None:
-    """Resolvers the help page (conf/hydra/help/hermes.yaml) fills its lists with."""
+def global_groups() -> list[str]:
+    """Config groups whose options may set any key (`# @package _global_`, e.g. experiment)."""
+    return sorted(
+        d.name
+        for d in CONF_DIR.iterdir()
+        if d.is_dir() and any(p.read_text().startswith("# @package _global_") for p in d.glob("*.yaml"))
+    )
+
+
+def register_resolvers() -> None:
+    """The resolvers of config.yaml: the help page's lists (conf/hydra/help/hermes.yaml), sweep job dirs."""
     for name, fn in (("hr.help_groups", help_groups), ("hr.help_options", help_options)):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, lambda fn=fn: fn().replace("$", "$$"))
+    if not OmegaConf.has_resolver("hr.job_dir"):
+        OmegaConf.register_new_resolver("hr.job_dir", lambda task: sweep.job_dirname(list(task), global_groups()))
+
+
+class SweepJobs(Callback):
+    """A sweep over options that define no data is refused before any job starts (its jobs would share a
+    directory); each job's end is written to the sweep dir's `jobs.jsonl`."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+        swept = [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
+        try:
+            sweep.check_sweep(swept, global_groups())
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(ExitCode.CONFIG) from None
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: object) -> None:
+        hc = job_return.hydra_cfg.hydra if job_return.hydra_cfg is not None else None
+        if hc is None or hc.mode.name != "MULTIRUN":
+            return
+        error = None
+        if job_return.status == JobStatus.COMPLETED:
+            code = int(job_return._return_value or 0)
+        else:
+            code, error = int(ExitCode.CONFIG), one_line(job_return._return_value)
+        status = ExitCode(code).name.lower() if code in ExitCode._value2member_map_ else str(code)
+        overrides = list(job_return.overrides or [])
+        sweep.record_job(Path(hc.sweep.dir), str(hc.sweep.subdir), overrides, status, code, error)
 
 
 register_configs()
-register_help()
+register_resolvers()
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")

@@ -20,7 +20,7 @@ from rich.table import Table
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig, RunConfig, check, check_keys
 from hermes_runner.discards import nothing_kept
-from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, StorageFull
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, JobNotStarted, StorageFull
 from hermes_runner.plan import Plan
 from hermes_runner.report.page import write_report_quietly
 from hermes_runner.rundir.manifest import end_invocation, start_invocation
@@ -125,11 +125,23 @@ def run_job(dcfg: DictConfig) -> int:
     if multirun:
         write_report_quietly(HydraConfig.get().sweep.dir)  # the sweep's page, with the jobs done so far
         if code == ExitCode.CONFIG:
-            raise RuntimeError("the job did not start; see the error above")
+            raise _not_started(HydraConfig.get())
         return code
     if code:
         sys.exit(code)
     return 0
+
+
+def _not_started(hc: DictConfig) -> JobNotStarted:
+    """The sweep job's refusal, with where its error is: the launcher's log of the job (submitit writes each
+    job's stderr to `.submitit/<id>/<id>_0_log.err`) or else the job's run.log."""
+    submitit = sys.modules.get("submitit")
+    env = submitit.JobEnvironment() if submitit is not None else None
+    if env is not None and env.activated():  # (its tail is shown by the sweep: nothing of it reached the terminal)
+        log_path, tail = str(env.paths.stderr), str(env.paths.stderr)
+    else:  # (the error is on the terminal above)
+        log_path, tail = str(Path(hc.runtime.output_dir) / f"{hc.job.name}.log"), None
+    return JobNotStarted(f"sweep job {hc.sweep.subdir} did not start (a bad config or input): see {log_path}", tail)
 
 
 def _run_job(dcfg: DictConfig) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -411,6 +410,18 @@ class RunConfig:
     progress: bool = True
 
 
+# The options that define a run's data, the one list of them: a resumed run must not change them silently
+# (rundir/manifest.py), and a sweep job's directory is named by the overrides of these keys and of config
+# groups only (rundir/sweep.py), so options that do not define the data (max_samples, num_workers, limits.*,
+# executor, resume, ...) can change and the sweep resumes in the same directories.
+DATA_KEYS = (
+    "dataset_file", "model.name", "model.temperature", "distribution", "seed", "max_turns", "max_tokens",
+    "reasoning", "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
+    "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout", "output.final_summary",
+    "max_invalid_tool_turns",
+)  # fmt: skip
+
+
 # Value rules of numeric options: (dotted key, rule). A key whose value is null passes (it means "no limit"
 # or "default"); `*` is each element of a list.
 _POSITIVE, _NON_NEGATIVE, _AT_LEAST_1 = "> 0", ">= 0", ">= 1"
@@ -551,18 +562,8 @@ def check_keys(dcfg: DictConfig) -> None:
         raise ConfigError("unknown option: " + ", ".join(unknown))
 
 
-def safe_dirname(text: str, limit: int = 160) -> str:
-    """A job's override string as one directory name: no path separators, bounded length."""
-    name = text.replace("/", "_").replace("\\", "_") or "default"
-    if len(name) > limit:
-        name = f"{name[: limit - 17]}-{hashlib.sha1(name.encode()).hexdigest()[:16]}"
-    return name
-
-
 def register_configs() -> None:
     """Register schemas so YAML options in each group are validated against them."""
-    if not OmegaConf.has_resolver("hr.dirname"):
-        OmegaConf.register_new_resolver("hr.dirname", safe_dirname)
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
     cs.store(group="model", name="model_schema", node=ModelConfig)
