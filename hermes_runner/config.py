@@ -415,7 +415,7 @@ class RunConfig:
 # groups only (rundir/sweep.py), so options that do not define the data (max_samples, num_workers, limits.*,
 # executor, resume, ...) can change and the sweep resumes in the same directories.
 DATA_KEYS = (
-    "dataset_file", "model.name", "model.temperature", "distribution", "seed", "max_turns", "max_tokens",
+    "dataset_file", "model.name", "model.serve.model_path", "model.temperature", "distribution", "seed", "max_turns", "max_tokens",
     "reasoning", "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
     "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout", "output.final_summary",
     "max_invalid_tool_turns",
