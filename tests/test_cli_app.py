@@ -88,7 +88,7 @@ def test_documented_command_composes(doc, command, tmp_path):
     """The command as written (the shell expands it: $HOME, quotes) parses and composes; `~` is not allowed
     unquoted by Hydra's override grammar, which this catches."""
     expanded = subprocess.run(  # the user's shell: $HOME, quotes and a trailing # comment as bash sees them
-        ["bash", "-c", f'set -- {command}; printf "%s\\0" "$@"'], capture_output=True, text=True, cwd=ROOT
+        ["bash", "-c", f'set -- {command}\nprintf "%s\\0" "$@"'], capture_output=True, text=True, cwd=ROOT
     )
     assert expanded.returncode == 0, expanded.stderr
     argv = [w for w in expanded.stdout.split("\0") if w]
