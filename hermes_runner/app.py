@@ -16,8 +16,10 @@ import traceback
 from pathlib import Path
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from hermes_runner.config import closest, register_configs
@@ -128,8 +130,8 @@ register_resolvers()
 def main(cfg: DictConfig) -> None:
     global JOB_STARTED
     JOB_STARTED = True
-    if not _USER_FULL_ERROR:  # the job's own errors: Hydra's report, as before
-        os.environ.pop(_FULL_ERROR, None)
+    if not _USER_FULL_ERROR and HydraConfig.get().mode != RunMode.MULTIRUN:  # a run's own errors: Hydra's report
+        os.environ.pop(_FULL_ERROR, None)  # (a sweep's reach entry(): a job that did not start exits 2)
     from hermes_runner.cli import run_job
 
     run_job(cfg)
@@ -147,8 +149,11 @@ def entry() -> None:
         if exc.code == 1 and not JOB_STARTED:
             sys.exit(ExitCode.CONFIG)
         raise
+    except BrokenPipeError:  # `hermes-runner --cfg job | head`: the reader has gone, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except Exception as exc:
-        if JOB_STARTED:
+        if JOB_STARTED and not isinstance(exc, JobNotStarted):
             raise
         if _USER_FULL_ERROR:
             traceback.print_exc()

@@ -86,3 +86,14 @@ def test_submitit_job_error_names_its_log_and_shows_its_tail(server, tmp_path):
     assert "max_turns must be >= 1, not 0" in err.split("last lines of", 1)[1]  # the log's tail, shown
     (row,) = (r for d, r in read_jobs(sweep_dir).items() if "max_turns=0" in d.split(","))
     assert row["status"] == "config" and row["exit_code"] == 2 and "_log.err" in row["error"]
+
+
+def test_basic_launcher_job_error_exits_2_after_the_others_ran(server, tmp_path):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
+    sweep_dir = tmp_path / "sweep"
+    res = run_cli("-m", "max_turns=1,0", *base_overrides(server, tmp_path), f"dataset_file={ds}",
+                  f"hydra.sweep.dir={sweep_dir}")  # fmt: skip
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    line = res.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: sweep job ") and "max_turns=0" in line and line.endswith("run.log")
+    assert sorted(r["status"] for r in read_jobs(sweep_dir).values()) == ["config", "done"]
