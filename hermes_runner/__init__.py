@@ -2,21 +2,24 @@
 
 The map (issue 17 is moving the flat modules into these rooms; `lint-imports` checks the rule, see pyproject.toml):
 
+    app.py          the command (`hermes-runner`, `python run.py`): the Hydra app, --help, completion, exit 2
     cli.py          the Hydra job: compose, run, print the plan and the summary, exit code
-    runner.py ...   the invocation's lifecycle, plan, budget, progress, estimate (later: run/)
+    run/            one invocation: prepare, drive, record, finalize (invocation), record, outputs, plan, budget,
+                    progress, estimate (+ the dry run), discards
     report/         the HTML report: page, summary, plots, svg, viewer, assets/ (reads data, never code)
-    executor*.py    local and Ray executors (later: executors/)
-    agent.py, session.py, worker.py   the agent loop and one prompt's session (later: agent/)
+    executors/      local and Ray executors: base Protocols, factory in __init__, one module per backend
+    agent/          the agent loop (loop), one prompt's session (session), what a worker process needs (worker)
     tools/          the tools and toolsets; tools/backends/ the services they need (fetch, browser, search, ...)
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
     model/          the ChatModel Protocol (base), the OpenAI client, reasoning, rate limits, local serving
     sandbox/        where tool commands run: base Protocols, factory in __init__, one module per backend
-    rundir/         the run directory on disk: layout (file names), store, manifest, stats, reader, merge
+    rundir/         the run directory on disk: layout (file names), store, manifest, stats, reader, merge, sweep
+    conf/           the Hydra configs (shipped in the wheel): config.yaml and one folder per group
     dataset.py, usage.py, util/   vocabulary: prompts, token usage and cost, JSON/console/redaction helpers
     config.py, errors.py          every config option and every exception type
     testing/        the scripted OpenAI-compatible server for tests and benches (the product never imports it)
 
-Rule: a room imports only the rooms below it in this list's layers (cli > run | report > executors > agent >
+Rule: a room imports only the rooms below it in this list's layers (app > cli > run | report > executors > agent >
 tools | trajectory > model | sandbox | rundir > dataset | usage | util > config > errors).
 """
 
