@@ -43,7 +43,7 @@ from hermes_runner.util import fastjson
 
 log = logging.getLogger(__name__)
 
-CONF_DIR = Path(__file__).resolve().parent.parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"  # the package's config groups
 
 
 def run_config(run_dir: Path) -> RunConfig:
