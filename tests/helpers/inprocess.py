@@ -94,3 +94,25 @@ def talk(steps: list[dict] | None, root: Path, **kw) -> tuple[SessionResult, Scr
     """`converse` with a fresh ScriptedModel of `steps`, from synchronous tests."""
     model = ScriptedModel(steps)
     return asyncio.run(converse(model, root, **kw)), model
+
+
+try:  # the session moves into agent/session.py (issue 17, step 4)
+    from hermes_runner.agent.session import Failure, Outcome, SessionRunner
+except ImportError:  # pragma: no cover - before the move
+    from hermes_runner.session import Failure, Outcome, SessionRunner
+
+
+async def session(
+    model: ScriptedModel,
+    cfg: RunConfig,
+    prompts: list[Prompt],
+    settings: AgentSettings | None = None,
+    **runner_kw,
+) -> list[Outcome]:
+    """The outcomes of `prompts` run one by one by a SessionRunner on `model` and a real local backend."""
+    async with local_backend(Path(cfg.sandbox.local.root)) as backend:
+        runner = SessionRunner(cfg, model, backend, settings or AgentSettings(max_turns=cfg.max_turns), **runner_kw)
+        return [await runner(p) for p in prompts]
+
+
+__all__ = ["Failure", "Outcome", "SessionRunner", "Agent", "AgentSettings", "SessionResult"]

@@ -2,7 +2,7 @@
 
 Local: bubblewrap + an unprivileged per-prompt uid + cgroups (docs/sandboxes.md). Docker: the
 backend's defaults. The Docker half needs an engine and skips without one, unless
-HERMES_REQUIRE_DOCKER=1 (as in tests/test_docker_sandbox.py).
+HERMES_REQUIRE_DOCKER=1 (as in tests/e2e/test_docker_sandbox.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from hermes_runner.sandbox.local import MARKER, LocalBackend
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import all_tools
 
-import tests.test_docker_sandbox as docker_tests
+import tests.e2e.test_docker_sandbox as docker_tests
 from tests.helpers.run import ROOT, base_overrides, read_jsonl, script, write_jsonl
 
 engine = docker_tests.engine  # the Docker engine fixture (skips, or fails under HERMES_REQUIRE_DOCKER=1)
