@@ -89,9 +89,7 @@ def test_experiment_composes_into_a_valid_run_config(override: str):
     _validated((override,))
 
 
-@pytest.mark.parametrize(
-    "override", [f"{g}={y.stem}" for g in HYDRA_GROUPS for y in sorted((CONF / g).glob("*.yaml"))]
-)
+@pytest.mark.parametrize("override", [f"{g}={y.stem}" for g in HYDRA_GROUPS for y in sorted((CONF / g).glob("*.yaml"))])
 def test_hydra_group_yaml_composes(override: str):
     group, name = override.split("=")
     node = OmegaConf.select(_compose((override,), hydra=True), group.replace("/", "."))
