@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
+from hermes_runner.agent.session import Failure, Outcome, SessionRunner
 from hermes_runner.config import (
     DistributionConfig,
     LocalIsolation,
@@ -26,11 +28,6 @@ from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import tools_for
 
 from tests.helpers.machine import require
-
-try:  # the agent moves into agent/loop.py (issue 17, step 4)
-    from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
-except ImportError:  # pragma: no cover - before the move
-    from hermes_runner.agent import Agent, AgentSettings, SessionResult
 
 
 def prompt(text: str = "task", index: int = 0, **kw) -> Prompt:
@@ -94,12 +91,6 @@ def talk(steps: list[dict] | None, root: Path, **kw) -> tuple[SessionResult, Scr
     """`converse` with a fresh ScriptedModel of `steps`, from synchronous tests."""
     model = ScriptedModel(steps)
     return asyncio.run(converse(model, root, **kw)), model
-
-
-try:  # the session moves into agent/session.py (issue 17, step 4)
-    from hermes_runner.agent.session import Failure, Outcome, SessionRunner
-except ImportError:  # pragma: no cover - before the move
-    from hermes_runner.session import Failure, Outcome, SessionRunner
 
 
 async def session(

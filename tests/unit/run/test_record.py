@@ -5,14 +5,10 @@ from __future__ import annotations
 import pytest
 
 from hermes_runner.config import FiltersConfig, HallucinatedToolPolicy
+from hermes_runner.run.record import _summary, classify
 from hermes_runner.tools.catalog import tool_names
 
 from tests.helpers.inprocess import AgentSettings, run_cfg, talk
-
-try:  # the record logic moves into run/record.py (issue 17, step 4)
-    from hermes_runner.run.record import _summary, classify
-except ImportError:  # pragma: no cover - before the move
-    from hermes_runner.runner import _summary, classify
 
 TERM = {"name": "terminal", "arguments": {"command": "echo hi"}}
 GHOST = {"name": "teleport", "arguments": {"to": "mars"}}
