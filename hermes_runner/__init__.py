@@ -15,7 +15,8 @@ The map (issue 17 is moving the flat modules into these rooms; `lint-imports` ch
     rundir/         the run directory on disk: layout (file names), store, manifest, stats, reader, merge
     dataset.py, usage.py, util/   vocabulary: prompts, token usage and cost, JSON/console/redaction helpers
     config.py, errors.py          every config option and every exception type
-    testing/        the scripted OpenAI-compatible server for tests and benches (the product never imports it)
+    testing/        the #script grammar (script), the scripted OpenAI-compatible server for tests and benches,
+                    ScriptedModel: the same script in process (model); the product never imports it
 
 Rule: a room imports only the rooms below it in this list's layers (cli > run | report > executors > agent >
 tools | trajectory > model | sandbox | rundir > dataset | usage | util > config > errors).
