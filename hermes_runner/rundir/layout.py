@@ -24,3 +24,4 @@ FEATURES_FILE = "dataset_features.json"  # the datasets.Features of trajectories
 REJECTED = "rejected.jsonl"  # dataset lines that were not a valid prompt (plan.py)
 MERGED = "merged.json"  # what a merged run dir was merged from (rundir/merge.py)
 REPORT = "report.html"  # the report page (report/page.py)
+JOBS_INDEX = "jobs.jsonl"  # a sweep dir's index of its jobs: dir, overrides, status (rundir/sweep.py)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from hermes_runner.config import PriceConfig
 from hermes_runner.errors import ModelCallError
-from hermes_runner.model.base import Completion
+from hermes_runner.model.base import CallHook, Completion
 from hermes_runner.testing import script
 from hermes_runner.usage import Usage, fill_cost
 
@@ -35,7 +35,7 @@ class Call:
 class ScriptedModel:
     """`ChatModel` in process. `steps` script every conversation (else each prompt's `#script` line is read).
 
-    `hooks` are call meters as the client has them (`await before_call(estimate)`, `after_call(exc, completion)`);
+    `hooks` meter the calls as they meter the client's (`CallHook`: before each call, after it ends);
     `price` fills the cost of replies that report none, as `model.price` does; `name` is the model that answers.
     """
 
@@ -43,7 +43,7 @@ class ScriptedModel:
         self,
         steps: list[dict] | None = None,
         *,
-        hooks: Sequence[object] = (),
+        hooks: Sequence[CallHook] = (),
         price: PriceConfig | None = None,
         name: str = "scripted",
     ):

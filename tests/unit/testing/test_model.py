@@ -11,7 +11,7 @@ import pytest
 
 from hermes_runner.config import ModelConfig, PriceConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import ModelCallError, ScriptSyntaxError
-from hermes_runner.model.base import ChatModel, Completion
+from hermes_runner.model.base import CallHook, ChatModel, Completion
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.testing.model import ScriptedModel
 from hermes_runner.testing.script import png_bytes
@@ -153,8 +153,8 @@ def test_steps_given_to_the_model_script_every_conversation():
     assert in_process(conversation(script({"content": "ignored"})), TOOLS, model).message["content"] == "fixed"
 
 
-class Meter:
-    """A call hook as the client has them: sees the estimate before, the outcome after."""
+class Meter(CallHook):
+    """A call hook: sees the estimate before, the outcome after."""
 
     def __init__(self):
         self.seen: list[tuple] = []
