@@ -22,6 +22,7 @@ from hermes_runner.run import invocation
 from hermes_runner.run.discards import nothing_kept
 from hermes_runner.run.invocation import InvocationResult, Stop
 from hermes_runner.run.plan import Plan
+from hermes_runner.rundir.layout import REJECTED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.store import prelock
 from hermes_runner.tools import distributions
 from hermes_runner.util.redact import Redactor
@@ -71,7 +72,7 @@ def print_plan(console: Console, cfg: RunConfig, plan: Plan, run_dir: Path) -> N
         f"{plan.to_run} to run"
         + (f" ({plan.retry} retries of failed prompts)" if plan.retry else "")
         + (f", {plan.skipped_failed} failed left alone" if plan.skipped_failed else "")
-        + (f", {plan.rejected} bad lines (see {run_dir / 'rejected.jsonl'})" if plan.rejected else "")
+        + (f", {plan.rejected} bad lines (see {run_dir / REJECTED})" if plan.rejected else "")
     )
 
 
@@ -111,8 +112,8 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
         + (f", cost ${u['cost_usd']:.4f}" if u["cost_usd"] else "")
         + f". Run time {stats['duration_seconds']:.1f}s."
     )
-    console.print(f"Trajectories: [bold]{run_dir / 'trajectories.jsonl'}[/] ({stats['trajectories']} entries)")
-    console.print(f"Statistics:   {run_dir / 'statistics.json'}")
+    console.print(f"Trajectories: [bold]{run_dir / TRAJECTORIES}[/] ({stats['trajectories']} entries)")
+    console.print(f"Statistics:   {run_dir / STATISTICS}")
 
 
 def run_job(dcfg: DictConfig) -> int:

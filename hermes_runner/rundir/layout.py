@@ -10,6 +10,8 @@ DISCARDED = "discarded.jsonl"
 FAILURES = "failures.jsonl"
 USAGE = "usage.jsonl"
 BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")  # batch files of a hermes-agent run dir
+BATCH_GLOB = "batch_*.jsonl"
+BATCH_FILE = "batch_{}.jsonl"  # .format(batch number)
 LOCK = ".lock"  # held by the one invocation that owns the run dir
 
 # The manifest and the invocations log (rundir/manifest.py)
