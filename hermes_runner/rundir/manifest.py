@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from hermes_runner.config import RunConfig
+from hermes_runner.config import DatasetConfig, RunConfig
 from hermes_runner.errors import ConfigError
 from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
 from hermes_runner.rundir.store import atomic_write, atomic_write_json
@@ -42,13 +42,20 @@ def data_config(cfg: RunConfig, dropped: Collection[str]) -> dict:
             if OmegaConf.is_config(value)
             else (value.value if hasattr(value, "value") else value)
         )
+    # How rows become prompts (format, fields, template, split...): only when set, so that run dirs begun
+    # before these options existed resume as they are.
+    dataset = OmegaConf.to_container(OmegaConf.structured(cfg.dataset), enum_to_str=True)
+    default = OmegaConf.to_container(OmegaConf.structured(DatasetConfig()), enum_to_str=True)
+    if dataset != default:
+        out["dataset"] = dataset
     # Toolsets dropped for want of a backend change what prompts are offered.
     out["toolsets_unavailable"] = sorted(dropped) or None
     return out
 
 
 def _diff(old: dict, new: dict) -> list[str]:
-    return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if old.get(k) != new.get(k)]
+    keys = [*new, *(["dataset"] if "dataset" in old and "dataset" not in new else [])]  # (dataset: only when set)
+    return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in keys if old.get(k) != new.get(k)]
 
 
 def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Redactor | None = None) -> int:
