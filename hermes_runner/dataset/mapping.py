@@ -33,14 +33,20 @@ class Mapping:
         self.template = _compile(opts.prompt_template) if opts.prompt_template else None
         self.template_vars = _variables(opts.prompt_template) if opts.prompt_template else set()
 
+        # Per role: the candidate columns, and whether they were named (hot path: looked up once here).
+        self._cols = {role: ((self.explicit[role],), True) if role in self.explicit else (names, False)
+                      for role, names in DEFAULTS.items()}  # fmt: skip
+
     def column(self, role: str, row: dict) -> str | None:
         """The column that plays `role` in this row: an explicit mapping, else the first default present
         (for the prompt) or present and not null (the others: `image: null, docker_image: x` is x)."""
-        if role in self.explicit:
-            return self.explicit[role]
-        if role == "prompt":
-            return next((c for c in DEFAULTS[role] if c in row), None)
-        return next((c for c in DEFAULTS[role] if row.get(c) is not None), None)
+        cols, named = self._cols[role]
+        if named:
+            return cols[0]
+        for c in cols:
+            if c in row and (role == "prompt" or row[c] is not None):
+                return c
+        return None
 
     # -- checks against the schema or the first rows, before any model call -----------------------------
 
@@ -102,9 +108,14 @@ class Mapping:
         return text
 
     def _text_field(self, role: str, row: dict, used: set[str]) -> str | None:
-        col = self.column(role, row)
-        if role not in self.explicit:
-            used.update(c for c in DEFAULTS[role] if c in row)  # (as before: image, docker_image, cwd not kept twice)
+        cols, named = self._cols[role]
+        col = None
+        for c in cols:
+            if c in row:
+                if not named:
+                    used.add(c)  # (as before: image, docker_image, cwd are not kept twice)
+                if col is None and (named or row[c] is not None):
+                    col = c
         if col is None:
             return None
         value = row.get(col)
@@ -115,8 +126,8 @@ class Mapping:
 
     def _answer(self, role: str, row: dict) -> str | None:
         """target / verify as text: a string as it is, any other value as JSON."""
-        col = self.column(role, row)
-        value = row.get(col) if col else None
+        cols, named = self._cols[role]
+        value = row.get(cols[0])
         if value is None or isinstance(value, str):
             return value
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
