@@ -61,9 +61,7 @@ def write_all(work: Path, n: int) -> dict[str, str]:
     import datasets
 
     datasets.disable_progress_bars()
-    datasets.Dataset.from_parquet(str(work / "rows.parquet"), cache_dir=str(work / "build")).save_to_disk(
-        work / "disk"
-    )
+    datasets.Dataset.from_parquet(str(work / "rows.parquet"), cache_dir=str(work / "build")).save_to_disk(work / "disk")
     out["save_to_disk"] = str(work / "disk")
     _hub_cache(work, jsonl)
     out["hf"] = f"hf:{HUB_NAME}"
