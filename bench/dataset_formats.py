@@ -120,7 +120,7 @@ def child(fmt: str, source: str, work: Path) -> dict:
                 n += 1
         return {"rows": n, "base_mb": base, "peak_mb": _rss_mb(), "plan_s": time.process_time() - t0, "dispatch_s": 0}
     from bench.common import compose
-    from hermes_runner.plan import make_plan, pending
+    from hermes_runner.run.plan import make_plan, pending
     from hermes_runner.rundir.store import LedgerState
 
     run_dir = work / f"run-{fmt}"

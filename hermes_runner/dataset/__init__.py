@@ -2,7 +2,8 @@
 
 `base` holds the row and prompt types and the `Reader` Protocol; one module per format (`jsonl`, `json_file`,
 `csv_file`, `parquet`, `hf`: save_to_disk directories and hub datasets); `mapping` turns a row into a prompt
-(`dataset.fields`, `dataset.prompt_template`, message lists). docs/datasets.md shows each.
+(`dataset.fields`, `dataset.prompt_template`, message lists); `prefill` reads the prefill messages file.
+docs/datasets.md shows each.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from hermes_runner.dataset.base import (
     system_text,
 )
 from hermes_runner.dataset.mapping import Mapping, RowError
+from hermes_runner.dataset.prefill import load_prefill
 from hermes_runner.errors import ConfigError
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "canonical_digest",
     "check_mapping",
     "detect_format",
+    "load_prefill",
     "open_reader",
     "parse_json",
     "prompt_key",
