@@ -387,7 +387,7 @@ class DatasetFormat(str, Enum):
 class DatasetFields:
     """Which column of a row is what; null: the default names."""
 
-    prompt: str | None = None  # the task text, or an Inspect-style message list (null: `prompt`, else `input`)
+    prompt: str | None = None  # task text or a message list (null: `prompt`, else `input`, `conversations`, `messages`)
     image: str | None = None  # a per-row container image (null: `image`, else `image_name`, else `docker_image`)
     cwd: str | None = None  # a per-row working directory (null: `cwd`)
     id: str | None = None  # a row id: the prompt's identity is then the id, not the row's content (null: none)

@@ -253,15 +253,17 @@ def test_inspect_input_lists_open_the_conversation(make_cfg, tmp_path, run_dir, 
             ],
             "target": ["4", "four"],
         },
-        {"id": 3, "input": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]},
+        {"id": 3, "conversations": [{"from": "human", "value": "Old question?"}, {"from": "gpt", "value": "Old."}]},
         {"id": 4, "input": [{"role": "tool", "content": "r"}, {"role": "user", "content": "q"}]},
     ]
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     prompts = list(read_prompts(ds))
-    assert [p.target for p in prompts] == ["x", '["4", "four"]']
+    assert [p.target for p in prompts] == ["x", '["4", "four"]', None]
     assert prompts[1].prompt == "What is 2+2?" and prompts[1].system == "Answer tersely."
+    # a ShareGPT row runs again from its last user turn (its old answer dropped)
+    assert prompts[2].messages == [{"role": "user", "content": "Old question?"}] and prompts[2].fields == {"id": 3}
     code, stats = run_inprocess(make_cfg(dataset=ds), run_dir)
-    assert code == 0 and stats["prompts"]["ok"] == 2 and stats["prompts"]["rejected_lines"] == 2
+    assert code == 0 and stats["prompts"]["ok"] == 3 and stats["prompts"]["rejected_lines"] == 1
     first = min((r for r in server.requests if "Hi there." in json.dumps(r.body)), key=lambda r: r.turn)
     msgs = first.body["messages"]
     assert msgs[0]["role"] == "system" and msgs[0]["content"].endswith("\n\nAnswer tersely.")
@@ -273,7 +275,7 @@ def test_inspect_input_lists_open_the_conversation(make_cfg, tmp_path, run_dir, 
     assert "Answer tersely." in turns[0]["value"]
     assert [t["from"] for t in turns[1:4]] == ["human", "gpt", "human"] and turns[3]["value"] == "What is 2+2?"
     reasons = {r["line"]: r["reason"] for r in read_jsonl(run_dir / "rejected.jsonl")}
-    assert "ends with an assistant message" in reasons[3] and "role 'tool'" in reasons[4]
+    assert list(reasons) == [4] and "role 'tool'" in reasons[4]
 
 
 # -- identity by id ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from hermes_runner.dataset.base import Prompt, canonical_digest, id_digest
 
 # The columns each role is taken from when `dataset.fields` names none, in order of preference.
 DEFAULTS = {
-    "prompt": ("prompt", "input"),
+    "prompt": ("prompt", "input", "conversations", "messages"),  # text; Inspect; ShareGPT; OpenAI chat
     "image": ("image", "image_name", "docker_image"),
     "cwd": ("cwd",),
     "target": ("target",),
@@ -69,7 +69,8 @@ class Mapping:
             col = self.column("prompt", row)
             if col is None:
                 raise RowError(
-                    "missing 'prompt' (nor 'input'; another column: dataset.fields.prompt or dataset.prompt_template)"
+                    "missing 'prompt' (nor 'input', 'conversations', 'messages'; another column: "
+                    "dataset.fields.prompt or dataset.prompt_template)"
                 )
             if col not in row:
                 raise RowError(f"missing {col!r} (dataset.fields.prompt)")
@@ -164,12 +165,11 @@ def _messages(items: list, col: str) -> tuple[str, list[dict], str | None]:
             system.append(content)
         else:
             out.append({"role": role, "content": content})
-    users = [m for m in out if m["role"] == "user"]
-    if not users:
+    while out and out[-1]["role"] == "assistant":
+        out.pop()  # a finished conversation (ShareGPT): its prompt is run again from its last user turn
+    if not out:
         raise RowError(f"{col!r} holds no user message")
-    if out[-1]["role"] != "user":
-        raise RowError(f"{col!r} ends with an assistant message, not a user one (a finished conversation?)")
-    return users[-1]["content"], out, "\n\n".join(system) or None
+    return out[-1]["content"], out, "\n\n".join(system) or None
 
 
 def _content(value: object, where: str) -> str:
