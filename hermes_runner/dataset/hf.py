@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hermes_runner.config import DatasetConfig, DatasetFormat
 from hermes_runner.dataset.base import RawRow
-from hermes_runner.dataset.parquet import BATCH_ROWS, batch_rows
+from hermes_runner.dataset.parquet import BATCH_ROWS, batch_rows, use_system_pool
 from hermes_runner.errors import ConfigError
 
 HF_PREFIX = "hf:"
@@ -33,6 +33,7 @@ class ArrowFilesReader:
     def rows(self) -> Iterator[RawRow]:
         import pyarrow as pa
 
+        use_system_pool()
         n = 0
         for path in self.files:
             try:
