@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
 from hermes_runner.config import RunConfig
 from hermes_runner.dataset import Prompt
-from hermes_runner.errors import PromptTimeout
+from hermes_runner.errors import ImageUnavailable, PromptTimeout
 from hermes_runner.model.base import ChatModel
 from hermes_runner.sandbox.base import SandboxBackend
 from hermes_runner.tools import distributions
@@ -63,9 +63,12 @@ class SessionRunner:
         try:
             async with asyncio.timeout(self.cfg.limits.timeout_s):
                 return await self._run(res)
-        except TimeoutError as exc:
-            err = PromptTimeout(f"prompt exceeded limits.timeout_s={self.cfg.limits.timeout_s:g}s")
-            return self._failure(res, err, started, exc)
+        except TimeoutError:  # the SDK's cancellation traceback says nothing: the limit and where it hit does
+            err = PromptTimeout(
+                f"prompt exceeded limits.timeout_s={self.cfg.limits.timeout_s:g}s "
+                f"(stopped after {time.monotonic() - started:.1f}s, {res.api_calls} model calls)"
+            )
+            return self._failure(res, err, started, err)
         except Exception as exc:  # noqa: BLE001 - every error of one prompt is recorded, the run goes on
             return self._failure(res, exc, started, exc)
 
@@ -108,7 +111,3 @@ async def _close_task(ctx: ToolContext, sandbox) -> None:
         await ctx.aclose()
     finally:
         await sandbox.close()
-
-
-class ImageUnavailable(Exception):
-    """The prompt's container image could not be found or pulled."""

@@ -14,21 +14,13 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from hermes_runner.config import DatasetConfig, RunConfig
+from hermes_runner.config import DATA_KEYS, RunConfig  # noqa: F401  (DATA_KEYS re-exported)
 from hermes_runner.errors import ConfigError
 from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
 from hermes_runner.rundir.store import atomic_write, atomic_write_json
 from hermes_runner.util.redact import Redactor
 
 log = logging.getLogger(__name__)
-
-
-# The options that define the data: a resumed run must not change them silently.
-DATA_KEYS = (
-    "dataset_file", "model.name", "distribution", "seed", "max_turns", "max_tokens", "reasoning",
-    "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
-    "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout",
-)  # fmt: skip
 
 
 def data_config(cfg: RunConfig, dropped: Collection[str]) -> dict:
@@ -42,20 +34,14 @@ def data_config(cfg: RunConfig, dropped: Collection[str]) -> dict:
             if OmegaConf.is_config(value)
             else (value.value if hasattr(value, "value") else value)
         )
-    # How rows become prompts (format, fields, template, split...): only when set, so that run dirs begun
-    # before these options existed resume as they are.
-    dataset = OmegaConf.to_container(OmegaConf.structured(cfg.dataset), enum_to_str=True)
-    default = OmegaConf.to_container(OmegaConf.structured(DatasetConfig()), enum_to_str=True)
-    if dataset != default:
-        out["dataset"] = dataset
     # Toolsets dropped for want of a backend change what prompts are offered.
     out["toolsets_unavailable"] = sorted(dropped) or None
     return out
 
 
 def _diff(old: dict, new: dict) -> list[str]:
-    keys = [*new, *(["dataset"] if "dataset" in old and "dataset" not in new else [])]  # (dataset: only when set)
-    return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in keys if old.get(k) != new.get(k)]
+    """The changed data options; a key an older run.json does not record is not a change."""
+    return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if k in old and old[k] != new[k]]
 
 
 def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Redactor | None = None) -> int:
@@ -87,12 +73,23 @@ def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Re
     return n
 
 
-def write_manifest(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Redactor | None = None) -> None:
-    """Write `run.json` (the guard of the run's data config) unless it exists: call it once the run starts."""
+def write_manifest(
+    cfg: RunConfig,
+    run_dir: Path,
+    dropped: Collection[str],
+    redact: Redactor | None = None,
+    tool_toolsets: dict[str, str] | None = None,
+) -> None:
+    """Write `run.json` (the guard of the run's data config) unless it exists: call it once the run starts.
+
+    `tool_toolsets`: tool -> its toolset, for readers that know no tools (the report)."""
     manifest = run_dir / MANIFEST
     if not manifest.exists():
         current = (redact or Redactor())(data_config(cfg, dropped))
-        atomic_write_json(manifest, {"run_name": cfg.run_name, "created": now(), "data_config": current})
+        body = {"run_name": cfg.run_name, "created": now(), "data_config": current}
+        if tool_toolsets is not None:
+            body["tool_toolsets"] = dict(sorted(tool_toolsets.items()))
+        atomic_write_json(manifest, body)
 
 
 def now() -> str:

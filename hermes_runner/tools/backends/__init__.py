@@ -19,7 +19,7 @@ from hermes_runner.config import (
     WebConfig,
 )
 from hermes_runner.errors import ConfigError
-from hermes_runner.model.base import ChatModel
+from hermes_runner.model.base import CallHook, ChatModel
 from hermes_runner.tools.backends import endpoints, search
 from hermes_runner.tools.backends.fetch import Fetcher
 
@@ -108,11 +108,11 @@ def check_toolsets(cfg: RunConfig) -> dict[str, str]:
     if set(missing) == set(drawable(cfg)):
         raise ConfigError(
             head
-            + "None of its toolsets is left: configure them (conf/tools/default.yaml) or pick another distribution."
+            + "None of its toolsets is left: configure them (hermes_runner/conf/tools/default.yaml) or pick another distribution."
         )
     if cfg.tools.unavailable == UnavailablePolicy.refuse:
         raise ConfigError(
-            head + "Configure them (conf/tools/default.yaml), pick another distribution, "
+            head + "Configure them (hermes_runner/conf/tools/default.yaml), pick another distribution, "
             "or set tools.unavailable=drop to run without them."
         )
     log.warning("%sThey are dropped from every prompt (tools.unavailable=drop; =refuse stops instead).", head)
@@ -123,7 +123,7 @@ class ToolServices:
     """The backends of one run's toolsets; `by_toolset` is what every ToolContext gets."""
 
     def __init__(
-        self, cfg: RunConfig, toolsets: Iterable[str], main_url: str | None = None, hooks: Sequence[object] = ()
+        self, cfg: RunConfig, toolsets: Iterable[str], main_url: str | None = None, hooks: Sequence[CallHook] = ()
     ):
         """`hooks` meter every call of the tools' chat models (e.g. the run's budget)."""
         t = cfg.tools
