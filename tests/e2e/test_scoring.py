@@ -308,3 +308,28 @@ def test_rescoring_stops_at_the_run_budget(make_cfg, tmp_path, run_dir, server):
     out = rescore.rescore(run_dir, overrides, concurrency=1)
     assert out["stopped_by_budget"] and out["scored"] == 3 and judge_calls(server) == 3  # the third call spends it
     assert json.loads((run_dir / "statistics.json").read_text())["usage"]["cost_usd"] == pytest.approx(3.0)
+
+
+def test_match_and_verify_read_mapped_columns_of_a_csv_dataset(make_cfg, tmp_path, run_dir):
+    import csv
+
+    path = tmp_path / "d.csv"
+    with path.open("w", newline="") as fp:
+        w = csv.writer(fp)
+        w.writerow(["question", "answer", "check"])
+        w.writerow([answer("It is 7."), "7", "true"])
+        w.writerow([answer("It is 8."), "7", "false"])
+    cfg = make_cfg(
+        f"dataset_file={path}",
+        "dataset.fields.prompt=question",
+        "dataset.fields.target=answer",
+        "dataset.fields.verify=check",
+        "+scorer@scorers.answer=match",
+        "+scorer@scorers.check=verify",
+    )
+    assert run_inprocess(cfg, run_dir)[0] == 0
+    entries = read_jsonl(run_dir / "trajectories.jsonl")
+    assert [[(s["name"], s["passed"]) for s in e["scores"]] for e in entries] == [
+        [("answer", True), ("check", True)],
+        [("answer", False), ("check", False)],
+    ]
