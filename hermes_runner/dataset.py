@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterator
@@ -23,6 +24,17 @@ class Prompt:
     image: str | None = None
     cwd: str | None = None
     fields: dict = field(default_factory=dict)  # every other field of the row
+    sample: int = 0  # which of the row's samples_per_prompt runs this is
+    row_key: str = ""  # the row's own key, when this is a sample after the first ("": `key` is the row's)
+
+    def for_sample(self, sample: int) -> Prompt:
+        """Sample `sample` of this row, with an identity of its own: the row's key + `~s<sample>`.
+
+        Sample 0 keeps the row's key as it is, so run dirs of one sample per row resume unchanged.
+        This is the one place the sample suffix is made (the ledger records `row` and `sample` beside it)."""
+        if sample == 0:
+            return self
+        return dataclasses.replace(self, key=f"{self.key}~s{sample}", sample=sample, row_key=self.key)
 
 
 @dataclass(slots=True)

@@ -47,6 +47,11 @@ class ModelCallError(RunnerError):
         self.status = status
 
 
+class ToolModelError(ModelCallError):
+    """A tool's own model call failed for good and the tool let it out (not a ToolError): the prompt fails, and
+    `retry.on: [tool_model]` retries it."""
+
+
 class EndpointDown(ModelCallError):
     """The model endpoint can serve no prompt at all: the run stops starting prompts and ends with exit code 4."""
 

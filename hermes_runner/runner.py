@@ -75,9 +75,11 @@ def load_prefill(path: str | None) -> list[dict]:
 
 
 def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int) -> dict:
+    p = res.prompt
     rec = {
         "key": key,
         "index": index,
+        **({"row": p.row_key, "sample": p.sample} if p.sample else {}),  # one of samples_per_prompt > 1
         "inv": invocation,
         "ts": now(),
         "api_calls": res.api_calls,
@@ -86,6 +88,8 @@ def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int
         "toolsets": res.toolsets,
         "usage": res.usage.as_dict(),
     }
+    if res.earlier_failures:
+        rec["attempts"] = len(res.earlier_failures) + 1  # in-run attempts (retry.max_attempts)
     return rec
 
 
@@ -329,6 +333,7 @@ class Run:
 
     def _record(self, outcome: Outcome, batch: int) -> None:
         cfg, p = self.cfg, outcome.prompt
+        self._record_attempts(outcome, batch)
         rec = _summary(outcome, p.key, p.index, self.invocation)
         rec["batch"] = batch
         if isinstance(outcome, Failure):
@@ -338,6 +343,8 @@ class Run:
             else:
                 log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, error)
             rec.update(error_type=outcome.error_type, error=error)
+            if outcome.attempt > 1:
+                rec["attempt"] = outcome.attempt  # the last of its in-run attempts
             detail = {"traceback": self.redact.text(outcome.traceback), "prompt": p.prompt[:2000]}
             self.store.write_failure(rec, detail)
             self.state.failed[p.key] = rec
@@ -346,7 +353,7 @@ class Run:
             status = "failed"
         else:
             status, reason, summary = classify(outcome, cfg, self.names)
-            rec.update(summary)
+            rec.update(summary, model=outcome.model or cfg.model.name)
             if reason:
                 rec["reason"] = reason
             entry = entries.entry(
@@ -359,7 +366,9 @@ class Run:
                 discard_reason=reason or "",
             )
             self.store.write_trajectory(status, batch, dumps_line(entry), rec)
-            self.state.terminal[p.key] = Ref(status, rec["file"], rec["offset"], rec["length"], p.index, batch)
+            self.state.terminal[p.key] = Ref(
+                status, rec["file"], rec["offset"], rec["length"], p.index, batch, p.sample
+            )
             self.state.failed.pop(p.key, None)
             self.plan_index[p.key] = p.index
             self.stats.add(rec)
@@ -373,6 +382,16 @@ class Run:
             self.store.close_batch(batch)
         if self.progress:
             self.progress.advance(status, outcome.usage, self.executor.in_flight if self.executor else 0)
+
+    def _record_attempts(self, outcome: Outcome, batch: int) -> None:
+        """The failed in-run attempts before the outcome: each in failures.jsonl (retry.max_attempts)."""
+        p = outcome.prompt
+        for f in outcome.earlier_failures:
+            error = self.redact.text(f.error)
+            log.warning("prompt %d attempt %d failed (retrying): %s: %s", p.index, f.attempt, f.error_type, error)
+            rec = _summary(f, p.key, p.index, self.invocation)
+            rec.update(batch=batch, attempt=f.attempt, error_type=f.error_type, error=error)
+            self.store.write_attempt({**rec, "traceback": self.redact.text(f.traceback), "prompt": p.prompt[:2000]})
 
     def _endpoint_down(self, error: str) -> None:
         """Fail fast: no new prompt starts (those not started stay pending); said once."""
@@ -461,7 +480,7 @@ class Run:
         idx = self.plan_index
         refs = sorted(
             ((idx[k], k, r) for k, r in self.state.terminal.items() if r.status == "ok" and k in idx),
-            key=lambda t: (t[0], t[1]),
+            key=lambda t: (t[0], t[2].sample, t[1]),  # dataset order, a row's samples in order
         )
         handles: dict[str, int] = {}
 
@@ -533,7 +552,12 @@ class Run:
             "prompt_seconds": round(s.prompt_seconds, 3),
             "invocations": self.invocation + 1,
             "stopped_by_budget": self.budget_stop,
+            "samples_per_prompt": self.cfg.samples_per_prompt,
         }
+        k, model = self.cfg.samples_per_prompt, self.cfg.model.name
+        if (scores := s.scores.summary(k, model)) is not None:  # only when the records carry scores
+            stats["scores"] = scores
+            stats["results"] = s.scores.results(k, model)
         atomic_write_json(self.dir / "statistics.json", stats)
         return stats
 

@@ -165,6 +165,7 @@ class Ref:
     length: int
     index: int  # prompt_index written in the entry
     batch: int
+    sample: int = 0  # which of its row's samples (samples_per_prompt)
 
 
 @dataclass
@@ -304,8 +305,9 @@ class RunStore:
                         log.warning("ledger points past the end of %s; prompt %s will run again", fname, key)
                         continue
                     state.terminal[key] = Ref(
-                        status, fname, rec["offset"], rec["length"], rec["index"], rec.get("batch", -1)
-                    )
+                        status, fname, rec["offset"], rec["length"], rec["index"], rec.get("batch", -1),
+                        rec.get("sample", 0),
+                    )  # fmt: skip
                     if rec.get("imported"):
                         state.foreign.add(fname)
                     state.failed.pop(key, None)
@@ -379,6 +381,11 @@ class RunStore:
                 failures.truncate(offset)
                 raise
         return record
+
+    def write_attempt(self, detail: dict) -> None:
+        """A failed in-run attempt that was retried: into failures.jsonl only (the ledger records the outcome)."""
+        with self._lock:
+            self._log(FAILURES).append(dumps_line({**detail, "status": "failed", "retried": True}))
 
     def close_batch(self, num: int) -> None:
         """No more lines go to batch `num`; its fsync and close wait for the next sync (off the event loop)."""
