@@ -52,6 +52,11 @@ class ScoreTally:
                     tally = per_row[row] = RowTally()
                 tally.add(score.get("value", 0.0), score.get("passed", False), n)
 
+    def samples_per_row(self) -> int:
+        """The most samples any row has for any scorer (the run's k once it is done)."""
+        overall = self.groups.get(("overall", ""), {})
+        return max((t.n for per_row in overall.values() for t in per_row.values()), default=0)
+
     def summary(self, k: int, default_model: str = "") -> dict | None:
         """statistics.json `scores`: per scorer mean, pass@1 and pass@k with standard errors (None: nothing scored)."""
         if not self.scorers:
