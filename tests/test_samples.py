@@ -19,6 +19,7 @@ from hermes_runner import distributions
 from hermes_runner.cli import print_results
 from hermes_runner.dataset import read_prompts
 from hermes_runner.report.page import build_report
+from hermes_runner.rundir.merge import merge
 from hermes_runner.rundir.reader import RunData
 from hermes_runner.trajectory.entry import features
 
@@ -275,6 +276,28 @@ def test_evaluation_prints_the_results_table(make_cfg, tmp_path, run_dir, server
     assert "12" in line and "0.500 ± 0.289" in line and "0.667 ± 0.333" in line
     stats = json.loads((run_dir / "statistics.json").read_text())
     assert [(r["model"], r["scorer"]) for r in stats["results"]] == [("scripted-a", "match"), ("scripted-a", "judge")]
+
+
+def test_shards_of_k_samples_merge_in_order_with_the_scores_computed_again(make_cfg, tmp_path, server):
+    ds = write_jsonl(tmp_path / "d.jsonl", rows_of(3))
+    dirs = []
+    for i in range(2):
+        d = tmp_path / f"shard{i}"
+        cfg = make_cfg(f"shard.index={i}", "shard.count=2", "samples_per_prompt=4", dataset=ds)
+        assert run_inprocess(cfg, d)[0] == 0
+        score_by_hand(d, PASSES)
+        run_inprocess(cfg, d)
+        dirs.append(d)
+    stats = merge(tmp_path / "merged", dirs)
+    entries = read_jsonl(tmp_path / "merged" / "trajectories.jsonl")
+    assert [(e["prompt_index"], e["metadata"]["sample_index"]) for e in entries] == [
+        (i, s) for i in range(3) for s in range(4)
+    ]
+    assert stats["samples_per_prompt"] == 4
+    match = stats["scores"]["overall"]["match"]  # the same rows as one run: not the sum of the shards' figures
+    assert (match["rows"], match["samples"], match["pass_at_1"]) == (3, 12, 0.5)
+    assert match["pass_at_k"] == pytest.approx(2 / 3)
+    assert [r["scorer"] for r in stats["results"]] == ["match", "judge"]
 
 
 # -- k samples through kill -9 and resume ------------------------------------------------------
