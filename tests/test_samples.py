@@ -17,10 +17,21 @@ from rich.console import Console
 
 from hermes_runner import distributions
 from hermes_runner.cli import print_results
+from hermes_runner.config import ErrorClass
 from hermes_runner.dataset import read_prompts
+from hermes_runner.errors import (
+    BrokenStream,
+    EndpointRefused,
+    MalformedReply,
+    ModelCallError,
+    PromptTimeout,
+    SandboxError,
+    ToolModelError,
+)
 from hermes_runner.report.page import build_report
 from hermes_runner.rundir.merge import merge
 from hermes_runner.rundir.reader import RunData
+from hermes_runner.session import error_class
 from hermes_runner.trajectory.entry import features
 
 from tests.helpers.run import ROOT, base_overrides, read_jsonl, run_cli, run_inprocess, script, write_jsonl
@@ -159,6 +170,35 @@ def test_a_timeout_is_retried(make_cfg, tmp_path, run_dir, server):
     assert code == 0 and stats["prompts"]["ok"] == 1
     (attempt,) = read_jsonl(run_dir / "failures.jsonl")
     assert attempt["error_type"] == "PromptTimeout" and attempt["retried"] is True
+
+
+def test_a_sandbox_error_is_retried_and_every_attempt_kept(make_cfg, tmp_path, run_dir, server):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "no such cwd", "cwd": str(tmp_path / "missing")}])
+    cfg = make_cfg("retry.max_attempts=3", "retry.initial_wait_s=0", dataset=ds)
+    code, stats = run_inprocess(cfg, run_dir)
+    assert code == 1 and stats["failed_by_error"] == {"SandboxError": 1}
+    failures = read_jsonl(run_dir / "failures.jsonl")
+    assert [(f["error_type"], f.get("retried", False), f["attempt"]) for f in failures] == [
+        ("SandboxError", True, 1), ("SandboxError", True, 2), ("SandboxError", False, 3),
+    ]  # fmt: skip
+    assert [r["status"] for r in read_jsonl(run_dir / "ledger.jsonl")] == ["failed"]
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (ModelCallError("HTTP 400"), ErrorClass.provider),
+        (BrokenStream("cut"), ErrorClass.provider),
+        (MalformedReply("not JSON"), ErrorClass.provider),
+        (ToolModelError("vision: HTTP 500"), ErrorClass.tool_model),
+        (SandboxError("died"), ErrorClass.sandbox),
+        (PromptTimeout("slow"), ErrorClass.timeout),
+        (EndpointRefused("nothing listens"), None),  # the run stops starting prompts instead
+        (ValueError("a bug"), None),
+    ],
+)
+def test_error_classes_of_retry_on(exc, expected):
+    assert error_class(exc) == expected
 
 
 def test_an_unknown_retry_class_is_a_config_error(make_cfg, tmp_path):
