@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from hermes_runner import distributions
+from hermes_runner.agent.session import error_class
 from hermes_runner.cli import print_results
 from hermes_runner.config import ErrorClass
 from hermes_runner.dataset import read_prompts
@@ -31,7 +31,7 @@ from hermes_runner.errors import (
 from hermes_runner.report.page import build_report
 from hermes_runner.rundir.merge import merge
 from hermes_runner.rundir.reader import RunData
-from hermes_runner.session import error_class
+from hermes_runner.tools import distributions
 from hermes_runner.trajectory.entry import features
 
 from tests.helpers.run import ROOT, base_overrides, read_jsonl, run_cli, run_inprocess, script, write_jsonl

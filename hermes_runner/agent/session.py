@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
 
-from hermes_runner import distributions
-from hermes_runner.agent import Agent, AgentSettings, SessionResult
+from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
 from hermes_runner.config import ErrorClass, RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import (
@@ -26,6 +25,7 @@ from hermes_runner.errors import (
 )
 from hermes_runner.model.base import ChatModel
 from hermes_runner.sandbox.base import SandboxBackend
+from hermes_runner.tools import distributions
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import tools_for
 from hermes_runner.usage import Usage
