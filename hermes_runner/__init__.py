@@ -12,7 +12,8 @@ The map (issue 17 is moving the flat modules into these rooms; `lint-imports` ch
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
     model/          the ChatModel Protocol (base), the OpenAI client, reasoning, rate limits, local serving
     sandbox/        where tool commands run: base Protocols, factory in __init__, one module per backend
-    rundir/         the run directory on disk: layout (file names), store, manifest, stats, reader, merge
+    rundir/         the run directory on disk: layout (file names), store, manifest, stats, metrics (pass@k and
+                    other score estimators), reader, merge
     dataset.py, usage.py, util/   vocabulary: prompts, token usage and cost, JSON/console/redaction helpers
     config.py, errors.py          every config option and every exception type
     testing/        the scripted OpenAI-compatible server for tests and benches (the product never imports it)
