@@ -17,6 +17,7 @@ from hermes_runner.errors import (
     BrokenStream,
     EmptyResponse,
     EndpointDown,
+    ImageUnavailable,
     MalformedReply,
     ModelCallError,
     PromptTimeout,
@@ -168,7 +169,3 @@ async def _close_task(ctx: ToolContext, sandbox) -> None:
         await ctx.aclose()
     finally:
         await sandbox.close()
-
-
-class ImageUnavailable(Exception):
-    """The prompt's container image could not be found or pulled."""
