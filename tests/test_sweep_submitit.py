@@ -15,7 +15,7 @@ from tests.helpers.run import compose_cfg, read_jsonl, run_cli, script, write_js
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+CONF = Path(__file__).resolve().parent.parent / "hermes_runner" / "conf"
 
 
 def sweep_conf(tmp_path: Path, server_url: str, dataset: Path) -> Path:

@@ -154,7 +154,7 @@ def test_mixture_of_agents_aggregates_parallel_answers(tools_cfg, server):
     assert all(r.body["messages"] == [{"role": "user", "content": "What is 6 x 7?"}] for r in refs)
     agg = next(r for r in server.requests if r.body["model"] == "agg")
     assert agg.body["messages"][-1] == {"role": "user", "content": "What is 6 x 7?"}
-    assert agg.body["temperature"] == 0.4  # from conf/tools/default.yaml
+    assert agg.body["temperature"] == 0.4  # from hermes_runner/conf/tools/default.yaml
 
 
 def test_mixture_of_agents_survives_one_failure_not_all(tools_cfg, server):

@@ -16,7 +16,7 @@ from tests.helpers.local_site import LocalSite
 from tests.helpers.run import read_jsonl, run_inprocess, write_jsonl
 from tests.helpers.tool_harness import tool_overrides
 
-NOT_CONFIGURED = {"web", "vision", "image_gen", "moa"}  # by conf/tools/default.yaml
+NOT_CONFIGURED = {"web", "vision", "image_gen", "moa"}  # by hermes_runner/conf/tools/default.yaml
 
 
 def _tool_names(toolsets) -> set[str]:
@@ -157,7 +157,7 @@ def test_list_distributions_shows_all_17():
 
 
 def test_conf_tools_yaml_has_every_key_commented():
-    lines = (Path(__file__).resolve().parent.parent / "conf/tools/default.yaml").read_text().splitlines()
+    lines = (Path(__file__).resolve().parent.parent / "hermes_runner/conf/tools/default.yaml").read_text().splitlines()
     keyed = [ln for ln in lines if ":" in ln and not ln.lstrip().startswith(("#", "-"))]
     bare = [ln for ln in keyed if "#" not in ln and not ln.rstrip().endswith(":")]  # section headers may go bare
     assert bare == [], bare
