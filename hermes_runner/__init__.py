@@ -24,7 +24,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     config.py       every option (structured configs; value checks in `check`)
     errors.py       every exception type and the exit codes, with the control-flow table
     conf/           the Hydra configs (shipped in the wheel): config.yaml and one folder per group
-    testing/        the scripted OpenAI-compatible server for tests and benches (the product never imports it)
+    testing/        the #script grammar (script), the scripted OpenAI-compatible server for tests and benches,
+                    ScriptedModel: the same script in process (model); the product never imports it
     export.py, merge.py, scripted_server.py   the `python -m` addresses kept for users (3-line shims)
 
 Import rule (`lint-imports` checks it, contracts in pyproject.toml): a room imports only rooms on lower lines

@@ -124,6 +124,11 @@ class PromptTimeout(RunnerError):
     """A prompt exceeded its wall-clock limit."""
 
 
+class ScriptSyntaxError(RunnerError):
+    """A scripted prompt's `#script` line is not a JSON list of steps (hermes_runner.testing: the scripted
+    server answers 400, the in-process ScriptedModel raises it)."""
+
+
 class ImageUnavailable(RunnerError):
     """The prompt's container image could not be found or pulled; the prompt fails."""
 

@@ -95,9 +95,17 @@ def test_setup_script_without_apt_says_what_to_install_and_lets_the_tests_fail(t
 @pytest.mark.parametrize(
     ("test", "skip_var", "words"),
     [
-        ("tests/test_tools.py::test_bubblewrap_confines_commands", "HERMES_SKIP_BWRAP", "bwrap is not on PATH"),
-        ("tests/test_report.py::test_sweep_report_compares_jobs", "HERMES_SKIP_BROWSER", "no Chromium on PATH"),
-        ("tests/test_docker_sandbox.py::test_network_is_off_by_default", "HERMES_SKIP_DOCKER", "docker command is not"),
+        (
+            "tests/unit/tools/test_tools.py::test_bubblewrap_confines_commands",
+            "HERMES_SKIP_BWRAP",
+            "bwrap is not on PATH",
+        ),
+        ("tests/e2e/test_report.py::test_sweep_report_compares_jobs", "HERMES_SKIP_BROWSER", "no Chromium on PATH"),
+        (
+            "tests/e2e/test_docker_sandbox.py::test_network_is_off_by_default",
+            "HERMES_SKIP_DOCKER",
+            "docker command is not",
+        ),
     ],
 )
 def test_a_test_that_needs_what_is_missing_fails_with_the_message(test, skip_var, words, tmp_path):

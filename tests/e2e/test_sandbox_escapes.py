@@ -2,7 +2,7 @@
 
 Local: bubblewrap + an unprivileged per-prompt uid + cgroups (docs/sandboxes.md). Docker: the
 backend's defaults. The Docker half needs an engine and skips without one, unless
-HERMES_REQUIRE_DOCKER=1 (as in tests/test_docker_sandbox.py).
+HERMES_REQUIRE_DOCKER=1 (as in tests/e2e/test_docker_sandbox.py).
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from hermes_runner.sandbox.local import MARKER, LocalBackend
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import all_tools
 
-import tests.test_docker_sandbox as docker_tests
+import tests.e2e.test_docker_sandbox as docker_tests
 from tests.helpers.run import ROOT, base_overrides, read_jsonl, script, write_jsonl
 
+BASE = docker_tests.BASE  # the test image
 engine = docker_tests.engine  # the Docker engine fixture (skips, or fails under HERMES_REQUIRE_DOCKER=1)
 
 AS_ROOT = os.geteuid() == 0
@@ -452,8 +453,6 @@ docker_only = pytest.mark.docker
 
 
 def _docker_run(tmp_path, commands, opts=None, image=None, tools=()):
-    from test_docker_sandbox import BASE
-
     from hermes_runner.sandbox.docker import DockerBackend
 
     async def go():
@@ -552,7 +551,8 @@ def test_docker_default_image_runs_as_non_root_and_cannot_read_shadow(engine, tm
 @docker_only
 def test_killed_runners_containers_end_without_a_resume(engine, server, tmp_path):
     """kill -9 of the runner: its watchdog removes the containers; nobody runs that run dir again."""
-    from test_docker_sandbox import _cli, _wait_for, containers_of, sh
+    _cli, _wait_for = docker_tests._cli, docker_tests._wait_for
+    containers_of, sh = docker_tests.containers_of, docker_tests.sh
 
     rows = [
         {"prompt": script(sh("echo started; sleep 120", timeout=200), {"content": "x"}, text=f"k{i}")} for i in range(2)
@@ -575,8 +575,6 @@ def test_killed_runners_containers_end_without_a_resume(engine, server, tmp_path
 @docker_only
 def test_any_runner_reaps_containers_of_dead_runners(engine, tmp_path):
     """A container of a dead runner of ANOTHER run dir is removed when any runner starts."""
-    from test_docker_sandbox import BASE
-
     from hermes_runner.sandbox import docker_orphans
     from hermes_runner.sandbox.docker import DockerBackend
 

@@ -11,11 +11,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import get_class
 
-from tests.helpers.run import compose_cfg, read_jsonl, run_cli, script, write_jsonl
+from tests.helpers.run import CONF, compose_cfg, read_jsonl, run_cli, script, write_jsonl
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-
-CONF = Path(__file__).resolve().parent.parent / "hermes_runner" / "conf"
 
 
 def sweep_conf(tmp_path: Path, server_url: str, dataset: Path) -> Path:

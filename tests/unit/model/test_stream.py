@@ -13,7 +13,7 @@ from hermes_runner.errors import ModelCallError
 from hermes_runner.model.client import Completion, OpenAIChatModel
 from hermes_runner.tools.catalog import tools_for
 
-from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.run import script
 
 TOOLS = [t.openai_schema() for t in tools_for(["terminal", "file"])]
 TERM = {"id": "call_t", "name": "terminal", "arguments": {"command": "echo hi"}}
@@ -129,22 +129,3 @@ def test_a_stream_without_choices_is_retried_as_empty(server):
     server.handler = handler
     reply = complete(server, script(FINAL, text="empty first"), stream=True)
     assert reply.retries == 1 and reply.message["content"] == "final answer"
-
-
-def test_a_streamed_run_writes_the_same_trajectories(make_cfg, tmp_path, server):
-    rows = [
-        {"prompt": script({"tool_calls": [TERM], "reasoning": "look"}, FINAL, text="one tool")},
-        {"prompt": script({"tool_calls": [TERM, WRITE], "reasoning": "both", "reasoning_field": "reasoning_details"},
-                          {"content": "done", "reasoning": "ok", "reasoning_field": "think"}, text="two tools")},
-    ]  # fmt: skip
-    ds = write_jsonl(tmp_path / "d.jsonl", rows)
-    outs = {}
-    for stream in (False, True):
-        run_dir = tmp_path / f"run-{stream}"
-        code, _ = run_inprocess(make_cfg(f"model.stream={str(stream).lower()}", dataset=ds), run_dir)
-        assert code == 0
-        outs[stream] = [
-            {k: v for k, v in e.items() if k != "metadata"} for e in read_jsonl(run_dir / "trajectories.jsonl")
-        ]
-    assert outs[True] == outs[False] and len(outs[True]) == 2
-    assert sum(1 for r in server.requests if r.body.get("stream")) == 4

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import psutil
 import pytest
@@ -13,7 +12,7 @@ from hermes_runner.testing.scripted_server import turn_of
 from hermes_runner.tools.catalog import tools_for
 
 from tests.helpers.local_site import LocalSite
-from tests.helpers.run import read_jsonl, run_inprocess, write_jsonl
+from tests.helpers.run import CONF, read_jsonl, run_inprocess, write_jsonl
 from tests.helpers.tool_harness import tool_overrides
 
 NOT_CONFIGURED = {"web", "vision", "image_gen", "moa"}  # by hermes_runner/conf/tools/default.yaml
@@ -157,7 +156,7 @@ def test_list_distributions_shows_all_17():
 
 
 def test_conf_tools_yaml_has_every_key_commented():
-    lines = (Path(__file__).resolve().parent.parent / "hermes_runner/conf/tools/default.yaml").read_text().splitlines()
+    lines = (CONF / "tools/default.yaml").read_text().splitlines()
     keyed = [ln for ln in lines if ":" in ln and not ln.lstrip().startswith(("#", "-"))]
     bare = [ln for ln in keyed if "#" not in ln and not ln.rstrip().endswith(":")]  # section headers may go bare
     assert bare == [], bare
