@@ -15,19 +15,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from hermes_runner.agent.session import error_class
 from hermes_runner.cli import print_results
-from hermes_runner.config import ErrorClass
 from hermes_runner.dataset import read_prompts
-from hermes_runner.errors import (
-    BrokenStream,
-    EndpointRefused,
-    MalformedReply,
-    ModelCallError,
-    PromptTimeout,
-    SandboxError,
-    ToolModelError,
-)
 from hermes_runner.report.page import build_report
 from hermes_runner.rundir.merge import merge
 from hermes_runner.rundir.reader import RunData
@@ -184,23 +173,6 @@ def test_a_sandbox_error_is_retried_and_every_attempt_kept(make_cfg, tmp_path, r
     assert [r["status"] for r in read_jsonl(run_dir / "ledger.jsonl")] == ["failed"]
 
 
-@pytest.mark.parametrize(
-    ("exc", "expected"),
-    [
-        (ModelCallError("HTTP 400"), ErrorClass.provider),
-        (BrokenStream("cut"), ErrorClass.provider),
-        (MalformedReply("not JSON"), ErrorClass.provider),
-        (ToolModelError("vision: HTTP 500"), ErrorClass.tool_model),
-        (SandboxError("died"), ErrorClass.sandbox),
-        (PromptTimeout("slow"), ErrorClass.timeout),
-        (EndpointRefused("nothing listens"), None),  # the run stops starting prompts instead
-        (ValueError("a bug"), None),
-    ],
-)
-def test_error_classes_of_retry_on(exc, expected):
-    assert error_class(exc) == expected
-
-
 def test_an_unknown_retry_class_is_a_config_error(make_cfg, tmp_path):
     with pytest.raises(Exception, match="retry.on|ErrorClass|provider"):
         make_cfg("retry.on=[network]", dataset=write_jsonl(tmp_path / "d.jsonl", rows_of(1)))
@@ -344,7 +316,7 @@ def test_shards_of_k_samples_merge_in_order_with_the_scores_computed_again(make_
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen:
-    """`python run.py ...` in the background, its output appended to `log` (as tests/test_crash.py does)."""
+    """`python run.py ...` in the background, its output appended to `log` (as tests/e2e/test_crash.py does)."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "1"}
     return subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT, stdout=log.open("ab"),
                             stderr=subprocess.STDOUT, env=env)  # fmt: skip
