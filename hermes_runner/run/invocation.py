@@ -136,7 +136,7 @@ class Run:
         self.state = self.store.load(on_record=self.stats.add)
         if cfg.dry_run:
             hermes_import.preview(self.state, adopted, self.stats.add)
-        plan = make_plan(cfg, self.state, self.dir)
+        plan = make_plan(cfg, self.state, self.dir, note=None if cfg.dry_run else self.store.write_note)
         self.plan_index = idx = plan.current_index
         self.calls = self.store.load_calls(self.state.attempts)
         # Statistics and checkpoint cover the rows of the current dataset (spend counts every record).
@@ -291,6 +291,8 @@ class Run:
         self._record_attempts(outcome, batch)
         rec = _summary(outcome, p.key, p.index, self.invocation)
         rec["batch"] = batch
+        if p.digest:
+            rec["digest"] = p.digest  # a row with an id: a later edit of it is told (plan.make_plan)
         if isinstance(outcome, Failure):
             error = self.redact.text(outcome.error)
             if outcome.error_type in ENDPOINT_DOWN_ERRORS:
@@ -322,8 +324,8 @@ class Run:
             )
             self.store.write_trajectory(status, batch, dumps_line(entry), rec)
             self.state.terminal[p.key] = Ref(
-                status, rec["file"], rec["offset"], rec["length"], p.index, batch, p.sample
-            )
+                status, rec["file"], rec["offset"], rec["length"], p.index, batch, p.digest, p.sample
+            )  # fmt: skip
             self.state.failed.pop(p.key, None)
             self.plan_index[p.key] = p.index
             self.stats.add(rec)
