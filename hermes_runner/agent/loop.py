@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from hermes_runner.dataset import Prompt, system_text
-from hermes_runner.errors import ToolError
+from hermes_runner.errors import ModelCallError, ToolError, ToolModelError
 from hermes_runner.model.base import ChatModel, Completion
 from hermes_runner.tools.base import Tool, ToolContext, ToolResult
 from hermes_runner.usage import Usage
@@ -73,6 +73,7 @@ class SessionResult:
     retries: int = 0
     model: str = ""  # the model that answered the last call, as its reply says ("" when replies do not say)
     duration_s: float = 0.0
+    earlier_failures: list = field(default_factory=list)  # failed in-run attempts before this one (session.Failure)
 
     @property
     def completed(self) -> bool:
@@ -198,6 +199,10 @@ class Agent:
             return name, await tool.run(ctx, args), True
         except ToolError as exc:
             return name, ToolResult.error(str(exc)), True
+        except ModelCallError as exc:  # only tools' models are called from here: the prompt fails, as a tool's
+            if isinstance(exc, ToolModelError):
+                raise
+            raise ToolModelError(f"tool {name}: its model failed: {exc}", exc.status) from exc
 
     def _log(self, prompt: Prompt, text: str) -> None:
         if self.s.verbose:
