@@ -116,6 +116,35 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
     console.print(f"Statistics:   {run_dir / STATISTICS}")
 
 
+def _pm(value: float | None, err: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.3f}" + (f" ± {err:.3f}" if err is not None else "")
+
+
+def print_results(console: Console, stats: dict) -> None:
+    """The results table (results_table=true, as +experiment=evaluation sets): a row per model and scorer."""
+    results = stats.get("results")
+    if not results:
+        console.print("Results: no scores recorded (configure a scorer: docs/scoring.md)")
+        return
+    k = results[0]["k"]
+    table = Table(title="Results (± standard error across rows)")
+    for col in ("model", "scorer", "n", "pass@1", f"pass@{k}", "tokens", "cost"):
+        table.add_column(col, justify="left" if col in ("model", "scorer") else "right")
+    for r in results:
+        table.add_row(
+            r["model"],
+            r["scorer"],
+            str(r["n"]),
+            _pm(r["pass_at_1"], r["pass_at_1_se"]),
+            _pm(r["pass_at_k"], r["pass_at_k_se"]),
+            f"{r['tokens']:,}",
+            f"${r['cost_usd']:.4f}",
+        )
+    console.print(table)
+
+
 def run_job(dcfg: DictConfig) -> int:
     """Run one Hydra job; in a single run exit with its ExitCode (errors.py)."""
     logging.raiseExceptions = False  # a log file on a full disk must not print a traceback per line
@@ -176,11 +205,11 @@ def execute_run(
     result = invocation.execute_run(
         cfg, run_dir, overrides, redact, on_plan=lambda plan: print_plan(console, cfg, plan, run_dir)
     )
-    print_result(console, result, run_dir)
+    print_result(console, result, run_dir, results_table=cfg.results_table)
     return result.code, result.stats
 
 
-def print_result(console: Console, result: InvocationResult, run_dir: Path) -> None:
+def print_result(console: Console, result: InvocationResult, run_dir: Path, results_table: bool = False) -> None:
     """The lines after the plan: the dry run's findings, or the summary, the report and why the run stopped."""
     if result.dry_run is not None:
         console.print(result.dry_run, markup=False)
@@ -190,6 +219,8 @@ def print_result(console: Console, result: InvocationResult, run_dir: Path) -> N
         return
     if code != ExitCode.CONFIG:
         print_summary(console, stats, run_dir)
+        if results_table:
+            print_results(console, stats)
     if (report := write_report_quietly(run_dir)) is not None:
         console.print(f"Report:       {report}")
     if code == ExitCode.INTERRUPTED:

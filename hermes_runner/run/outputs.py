@@ -72,7 +72,7 @@ def write_trajectories(
     `unscored`: the score records of imported entries (never scored); `best_of_k`: only the best sample of each row."""
     refs = sorted(
         ((idx[k], k, r) for k, r in state.terminal.items() if r.status == "ok" and k in idx),
-        key=lambda t: (t[0], t[1]),
+        key=lambda t: (t[0], t[2].sample, t[1]),  # dataset order, a row's samples in order
     )
     handles: dict[str, int] = {}
 
@@ -161,7 +161,12 @@ def write_statistics(
         "prompt_seconds": round(s.prompt_seconds, 3),
         "invocations": invocations,
         "stopped_by_budget": stopped_by_budget,
+        "samples_per_prompt": cfg.samples_per_prompt,
     }
+    k, model = cfg.samples_per_prompt, cfg.model.name
+    if (scores := s.scores.summary(k, model)) is not None:  # only when the records carry scores
+        stats["scores"] = scores
+        stats["results"] = s.scores.results(k, model)
     atomic_write_json(run_dir / STATISTICS, stats)
     return stats
 
