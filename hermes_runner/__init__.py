@@ -7,10 +7,12 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     cli.py          the Hydra job: compose -> run.execute_run -> print the plan, the summary, the exit code
     run/            one invocation: invocation (prepare, drive, record, signals, finalize; execute_run), record
                     (filters + ledger record), outputs (checkpoint, trajectories, statistics), plan, budget,
-                    progress, estimate (+ the dry run), discards
+                    progress, estimate (+ the dry run), discards, rescore (`hermes-score`: new scores, no agent)
     report/         the HTML report: page, __main__, summary, plots, svg, viewer, assets/ (reads data, never code)
     executors/      keep num_workers sessions in flight: base (Executor, Work), local, ray; open_executor
     agent/          loop (Agent, StopReason, SessionResult), session (one prompt, errors as Failures), worker
+    score/          scorers of finished trajectories: base (Score record, Scorer Protocol, Job), verify, match,
+                    judge, python; open_scorers; __main__ (`python -m hermes_runner.score`)
     tools/          base (Tool, ToolContext, @tool), catalog (the toolsets), one module per toolset,
                     distributions, image_io; backends/ the services tools need (fetch, browser, search, ...)
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
@@ -32,7 +34,7 @@ Where things live (one room per job; the rooms are listed from the top of the ho
 Import rule (`lint-imports` checks it, contracts in pyproject.toml): a room imports only rooms on lower lines
 of this stack, and rooms on one line do not import each other:
 
-    app > cli > run | report > executors > agent > tools | trajectory > model | sandbox | rundir
+    app > cli > run | report > executors > agent > score > tools | trajectory > model | sandbox | rundir
         > dataset | usage | util > config : errors
 
 report/ and trajectory/ import no agent, model, tools or executors; tools/backends/ never imports the rest of

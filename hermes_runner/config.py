@@ -207,6 +207,81 @@ class SandboxConfig:
 class FiltersConfig:
     require_reasoning: bool = True  # discard trajectories with no reasoning in any turn
     hallucinated_tools: HallucinatedToolPolicy = HallucinatedToolPolicy.drop
+    min_reward: float | None = None  # discard (reason low_reward) trajectories whose reward is below this
+    # trajectories.jsonl and exports keep only the best sample of each row (highest reward; ties: lowest
+    # sample_index); the other samples stay in their batch files and the ledger (docs/scoring.md)
+    best_of_k: bool = False
+
+
+class ScorerKind(str, Enum):
+    """What judges a trajectory (docs/scoring.md)."""
+
+    verify = "verify"  # a shell command in the prompt's own sandbox after the conversation: exit 0 = pass
+    match = "match"  # the final answer against the row's `target`
+    judge = "judge"  # an LLM judge with a rubric: a score in [0, 1] and an explanation
+    python = "python"  # a callable `fn(entry, row) -> float | dict` named by `_target_`
+
+
+class MatchMode(str, Enum):
+    """How `match` compares the final answer with the target."""
+
+    includes = "includes"  # the target appears in the answer (both case- and whitespace-normalized)
+    exact = "exact"  # the answer equals the target (surrounding whitespace ignored)
+    regex = "regex"  # the target is a regular expression searched in the answer
+    numeric = "numeric"  # the answer's last number equals the target's within the tolerances
+
+
+@dataclass
+class VerifyOptions:
+    # Jinja template over the row (`{{ row.field }}`, `{{ prompt }}`; `| quote` shell-quotes) used when the row
+    # has no `verify` field; null: only rows with a `verify` field are verified (the others score 0, error)
+    command: str | None = None
+    timeout_s: float = 60.0  # the command's own limit (it runs after the conversation, before the sandbox goes)
+    max_output_chars: int = 2_000  # output kept in the score record (40% head, 60% tail)
+    workdir: str | None = None  # where it runs (null: the sandbox's working dir)
+
+
+@dataclass
+class MatchOptions:
+    mode: MatchMode = MatchMode.includes
+    # a regular expression whose first group (or whole match) is the answer, searched in the final answer
+    # (the last match wins), e.g. "Answer: (.+)"; null: the whole final answer
+    answer_pattern: str | None = None
+    ignore_case: bool = True  # regex mode: case-insensitive search
+    abs_tolerance: float = 1e-6  # numeric mode: |answer - target| at most this ...
+    rel_tolerance: float = 0.0  # ... or at most this fraction of |target|
+
+
+@dataclass
+class JudgeOptions:
+    # the judge's endpoint; model null: the run's own model (and its endpoint); base_url null: the run's endpoint
+    endpoint: EndpointConfig = field(default_factory=lambda: EndpointConfig(temperature=0.0, max_tokens=512))
+    # Jinja template of the judge's request, over `prompt`, `target`, `answer`, `conversation` (the dialogue as
+    # text) and `row`; the reply must hold a JSON object {"score": 0..1, "explanation": "..."}
+    rubric: str = (
+        "You are grading an AI agent's answer to a task.\n\n"
+        "Task:\n{{ prompt }}\n\n"
+        "{% if target %}Reference answer:\n{{ target }}\n\n{% endif %}"
+        "Agent's conversation:\n{{ conversation }}\n\n"
+        "Agent's final answer:\n{{ answer }}\n\n"
+        "Judge whether the final answer solves the task correctly. Reply with only a JSON object: "
+        '{"score": <a number from 0 to 1>, "explanation": "<one or two sentences>"}'
+    )
+    max_conversation_chars: int = 20_000  # the dialogue shown to the judge (40% head, 60% tail)
+
+
+@dataclass
+class ScorerConfig:
+    """One scorer of `scorers` (conf/scorer/*.yaml); the key it has there is its name in `scores`."""
+
+    kind: ScorerKind = MISSING
+    primary: bool = False  # this scorer's value is the entry's `reward` (default: the first scorer)
+    pass_threshold: float = 1.0  # passed = value >= this (verify and match give 0 or 1)
+    verify: VerifyOptions = field(default_factory=VerifyOptions)
+    match: MatchOptions = field(default_factory=MatchOptions)
+    judge: JudgeOptions = field(default_factory=JudgeOptions)
+    _target_: str | None = None  # python: dotted path of `fn(entry, row) -> float | dict` (a class: instantiated)
+    args: dict[str, Any] = field(default_factory=dict)  # python: keyword arguments of the call (or of the class)
 
 
 class ErrorClass(str, Enum):
@@ -442,6 +517,9 @@ class RunConfig:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    # scorers by name, each from conf/scorer/ (`+scorer@scorers.NAME=match`); every kept entry gets one
+    # score record per scorer, and the primary scorer's value as `reward` (docs/scoring.md)
+    scorers: dict[str, ScorerConfig] = field(default_factory=dict)
     retry: RetryConfig = field(default_factory=RetryConfig)  # in-run retries of failed prompts
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)  # how the rows are read and mapped
@@ -486,7 +564,7 @@ DATA_KEYS = (
     "dataset_file", "dataset", "model.name", "model.serve.model_path", "model.temperature", "distribution", "seed", "max_turns", "max_tokens",
     "reasoning", "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
     "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout", "output.final_summary",
-    "max_invalid_tool_turns",
+    "max_invalid_tool_turns", "scorers",
 )  # fmt: skip
 
 
@@ -597,8 +675,65 @@ def check(cfg: RunConfig) -> None:
     if cfg.shard.count >= 1 and cfg.shard.index >= cfg.shard.count:
         problems.append(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
     problems += _template_problems(cfg.dataset.prompt_template)
+    problems += check_scorers(cfg.scorers)
+    if cfg.filters.min_reward is not None and not cfg.scorers:
+        problems.append(
+            "filters.min_reward needs a scorer (scorers is empty: add one, e.g. +scorer@scorers.match=match)"
+        )
     if problems:
         raise ConfigError("invalid configuration: " + "; ".join(problems))
+
+
+def check_scorers(scorers: dict[str, ScorerConfig]) -> list[str]:
+    """The problems of a `scorers` mapping (names, one primary, each kind's own options)."""
+    import re
+
+    problems = []
+    if sum(s.primary for s in scorers.values()) > 1:
+        names = ", ".join(n for n, s in scorers.items() if s.primary)
+        problems.append(f"scorers: at most one scorer may be primary ({names} are)")
+    for name, s in scorers.items():
+        where = f"scorers.{name}"
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            problems.append(f"{where}: a scorer's name is letters, digits, _ . - only")
+        if s.kind == ScorerKind.verify:
+            if s.verify.timeout_s <= 0:
+                problems.append(f"{where}.verify.timeout_s must be > 0, not {s.verify.timeout_s}")
+            if s.verify.max_output_chars < 0:
+                problems.append(f"{where}.verify.max_output_chars must be >= 0, not {s.verify.max_output_chars}")
+            problems += _template_problem(s.verify.command, f"{where}.verify.command")
+        elif s.kind == ScorerKind.match:
+            m = s.match
+            if m.abs_tolerance < 0 or m.rel_tolerance < 0:
+                problems.append(f"{where}.match: abs_tolerance and rel_tolerance must be >= 0")
+            if m.answer_pattern is not None:
+                try:
+                    re.compile(m.answer_pattern)
+                except re.error as exc:
+                    problems.append(f"{where}.match.answer_pattern is not a regular expression: {exc}")
+        elif s.kind == ScorerKind.judge:
+            ep = s.judge.endpoint
+            if ep.timeout_s <= 0 or ep.max_retries < 0 or (ep.max_tokens is not None and ep.max_tokens < 1):
+                problems.append(f"{where}.judge.endpoint: timeout_s > 0, max_retries >= 0, max_tokens >= 1")
+            if s.judge.max_conversation_chars < 1:
+                problems.append(f"{where}.judge.max_conversation_chars must be >= 1")
+            problems += _template_problem(s.judge.rubric, f"{where}.judge.rubric")
+        elif s.kind == ScorerKind.python and not s._target_:
+            problems.append(f"{where}._target_ must name a callable fn(entry, row) (kind python)")
+    return problems
+
+
+def _template_problem(text: str | None, where: str) -> list[str]:
+    """[why] when `text` is not a valid Jinja template, else []."""
+    import jinja2
+
+    if not text:
+        return []
+    try:
+        jinja2.Environment().parse(text)
+    except jinja2.TemplateSyntaxError as exc:
+        return [f"{where} is not a valid template: {exc.message} (line {exc.lineno})"]
+    return []
 
 
 def _template_problems(template: str | None) -> list[str]:
@@ -667,3 +802,4 @@ def register_configs() -> None:
     cs.store(group="executor", name="executor_schema", node=ExecutorConfig)
     cs.store(group="tools", name="tools_schema", node=ToolsConfig)
     cs.store(group="filters", name="filters_schema", node=FiltersConfig)
+    cs.store(group="scorer", name="scorer_schema", node=ScorerConfig)

@@ -16,6 +16,8 @@ Where each one goes (control flow):
     SandboxError                   agent.session, sandbox/        agent.session -> the prompt fails (ledger)
                                    (retry.max_attempts retries these in-run, but ImageUnavailable)
     ToolError (+BlockedURL)        tools/                         agent.loop -> the message is the tool result
+    ScoreError (and any exception  score/ (a scorer)              score.Scorers -> the score record's `error`
+      of a scorer)                                                (value 0); the trajectory is kept as usual
     Refused                        tools.backends.egress          the egress proxy -> an HTTP error reply
     NotARunDir, ExportError        rundir.reader, trajectory      report / export commands -> an error message
                                    .export
@@ -169,6 +171,11 @@ class StorageFull(RunnerError):
             "kept, the unfinished ones run again. Make room (or fix the directory) and run the same command again.",
             exc.errno,
         )
+
+
+class ScoreError(RunnerError):
+    """A scorer could not judge a trajectory (no target, an unreadable judge reply, ...): the score record
+    keeps the message in `error` (value 0, not passed); the trajectory is kept as the filters say."""
 
 
 class JobNotStarted(RunnerError):

@@ -73,6 +73,8 @@ class SessionResult:
     retries: int = 0
     model: str = ""  # the model that answered the last call, as its reply says ("" when replies do not say)
     duration_s: float = 0.0
+    scores: list[dict] = field(default_factory=list)  # one record per scorer, the primary's first (score/)
+    reward: float = 0.0  # the primary scorer's value (0.0 unscored)
     earlier_failures: list = field(default_factory=list)  # failed in-run attempts before this one (session.Failure)
 
     @property

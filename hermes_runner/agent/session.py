@@ -25,10 +25,12 @@ from hermes_runner.errors import (
     ToolModelError,
 )
 from hermes_runner.model.base import ChatModel
-from hermes_runner.sandbox.base import SandboxBackend
+from hermes_runner.sandbox.base import Sandbox, SandboxBackend
+from hermes_runner.score import Job, Scorers, reward_of, row_of
 from hermes_runner.tools import distributions
 from hermes_runner.tools.base import ToolContext
-from hermes_runner.tools.catalog import tools_for
+from hermes_runner.tools.catalog import stats_names, tools_for
+from hermes_runner.trajectory import entry as entries
 from hermes_runner.usage import Usage
 
 
@@ -78,6 +80,7 @@ class SessionRunner:
         unavailable_images: dict[str, str] | None = None,
         services: dict | None = None,
         unavailable_toolsets: Collection[str] = (),
+        scorers: Scorers | None = None,
     ):
         self.cfg = cfg
         self.agent = Agent(model, settings)
@@ -85,6 +88,8 @@ class SessionRunner:
         self.unavailable = unavailable_images or {}
         self.services = services or {}
         self.unavailable_toolsets = frozenset(unavailable_toolsets)  # dropped: never offered
+        self.scorers = scorers or Scorers({}, [])
+        self.fill = stats_names(set(cfg.distribution.toolsets) - self.unavailable_toolsets)  # tool_stats keys
 
     async def __call__(self, prompt: Prompt) -> Outcome:
         """Run the prompt, again after a back-off while it fails in a way `retry.on` names (up to
@@ -146,9 +151,27 @@ class SessionRunner:
             usage=res.usage,
         )
         try:
-            return await self.agent.run(res, ctx)
+            await self.agent.run(res, ctx)
+            if self.scorers:
+                await self._score(res, sandbox)  # before the sandbox goes: verify looks at what the agent left
+            return res
         finally:
             await asyncio.shield(_close_task(ctx, sandbox))
+
+    async def _score(self, res: SessionResult, sandbox: Sandbox) -> None:
+        """Every scorer's record (the primary's first) and the reward; the judge's spend goes to res.usage."""
+        cfg = self.cfg
+        entry = entries.entry(
+            res,
+            batch_num=-1,
+            model=res.model or cfg.model.name,
+            tool_names=self.fill,
+            system_prompt=cfg.system_prompt,
+            layout=cfg.output.layout,
+        )
+        scores = await self.scorers.score(Job(entry, row_of(res.prompt), sandbox, res.usage))
+        res.scores = self.scorers.ordered(scores)
+        res.reward = reward_of(res.scores, self.scorers.primary)
 
     @staticmethod
     def _failure(res: SessionResult, err: BaseException, started: float, cause: BaseException) -> Failure:

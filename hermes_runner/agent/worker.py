@@ -17,6 +17,7 @@ from hermes_runner.config import RunConfig
 from hermes_runner.model.base import CallHook
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.sandbox import make_backend
+from hermes_runner.score import open_scorers
 from hermes_runner.tools import backends as tool_services
 
 log = logging.getLogger(__name__)
@@ -66,4 +67,6 @@ async def session_runner(
             cfg, set(tool_services.drawable(cfg)) - set(dropped), spec.base_url, hooks=tool_hooks
         )
         stack.push_async_callback(services.aclose)
-        yield SessionRunner(cfg, model, backend, spec.settings, unavailable, services.by_toolset, dropped)
+        scorers = open_scorers(cfg, main_url=spec.base_url, hooks=tool_hooks)  # a judge is metered like a tool's model
+        stack.push_async_callback(scorers.aclose)
+        yield SessionRunner(cfg, model, backend, spec.settings, unavailable, services.by_toolset, dropped, scorers)

@@ -32,7 +32,7 @@ from hermes_runner.run.budget import CURRENT_PROMPT, RunBudget
 from hermes_runner.run.discards import nothing_kept
 from hermes_runner.run.plan import Plan, make_plan, pending
 from hermes_runner.run.progress import RunProgress
-from hermes_runner.run.record import _summary, classify
+from hermes_runner.run.record import _summary, classify, ledger_scores
 from hermes_runner.rundir import hermes_import
 from hermes_runner.rundir.manifest import end_invocation, open_run, past_durations, start_invocation, write_manifest
 from hermes_runner.rundir.stats import RunStats
@@ -44,6 +44,7 @@ from hermes_runner.rundir.store import (
     dumps_line,
     remove_stale_temps,
 )
+from hermes_runner.score import unscored
 from hermes_runner.tools import backends as tool_services
 from hermes_runner.tools import distributions
 from hermes_runner.tools.catalog import all_tools, stats_names, tool_names, toolset_names
@@ -309,8 +310,12 @@ class Run:
             self.stats.add(rec)
             status = "failed"
         else:
+            if cfg.scorers and not outcome.scores:
+                outcome.scores = unscored(cfg.scorers)  # e.g. a worker of an older version: same keys, "not scored"
             status, reason, summary = classify(outcome, cfg, self.names)
             rec.update(summary, model=outcome.model or cfg.model.name)
+            if cfg.scorers:
+                rec.update(reward=outcome.reward, scores=ledger_scores(outcome.scores))
             if reason:
                 rec["reason"] = reason
             entry = entries.entry(
@@ -321,6 +326,8 @@ class Run:
                 system_prompt=cfg.system_prompt,
                 layout=cfg.output.layout,
                 discard_reason=reason or "",
+                reward=outcome.reward,
+                scores=outcome.scores,
             )
             self.store.write_trajectory(status, batch, dumps_line(entry), rec)
             self.state.terminal[p.key] = Ref(
@@ -430,7 +437,14 @@ class Run:
             self.write_checkpoint()
             outputs.write_features(self.dir, self.fill, self.cfg.output.layout)
             kept = outputs.write_trajectories(
-                self.dir, self.store, self.state, self.plan_index, self.fill, self.cfg.output.layout
+                self.dir,
+                self.store,
+                self.state,
+                self.plan_index,
+                self.fill,
+                self.cfg.output.layout,
+                unscored(self.cfg.scorers),
+                self.cfg.filters.best_of_k,
             )
             stats = self.write_statistics(plan)
         except OSError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from hermes_runner.config import OutputLayout, RunConfig
@@ -58,9 +58,18 @@ def write_checkpoint(run_dir: Path, run_name: str, state: LedgerState, idx: dict
 
 
 def write_trajectories(
-    run_dir: Path, store: RunStore, state: LedgerState, idx: dict[str, int], fill: list[str], layout: OutputLayout
+    run_dir: Path,
+    store: RunStore,
+    state: LedgerState,
+    idx: dict[str, int],
+    fill: list[str],
+    layout: OutputLayout,
+    unscored: Sequence[dict] = (),
+    best_of_k: bool = False,
 ) -> int:
-    """trajectories.jsonl: the kept entries of the current dataset in prompt order; returns how many."""
+    """trajectories.jsonl: the kept entries of the current dataset in prompt order; returns how many.
+
+    `unscored`: the score records of imported entries (never scored); `best_of_k`: only the best sample of each row."""
     refs = sorted(
         ((idx[k], k, r) for k, r in state.terminal.items() if r.status == "ok" and k in idx),
         key=lambda t: (t[0], t[2].sample, t[1]),  # dataset order, a row's samples in order
@@ -68,12 +77,15 @@ def write_trajectories(
     handles: dict[str, int] = {}
 
     foreign = state.foreign
+    if best_of_k:
+        best = entries.best_of_k((key, fastjson.loads(store.read_entry(ref, handles))) for _, key, ref in refs)
+        refs = [r for r in refs if r[1] in best]
 
     def lines() -> Iterator[bytes]:
         for index, key, ref in refs:
             line = store.read_entry(ref, handles)
             if ref.file in foreign:  # the original runner's line: our keys and types, so the file loads as one
-                row = entries.conform(fastjson.loads(line), key=key, tool_names=fill, layout=layout)
+                row = entries.conform(fastjson.loads(line), key=key, tool_names=fill, layout=layout, scores=unscored)
                 line = dumps_line(row)
             yield line if index == ref.index else with_prompt_index(line, index)
 

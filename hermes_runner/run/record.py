@@ -9,6 +9,7 @@ from hermes_runner.agent.session import Failure
 from hermes_runner.config import HallucinatedToolPolicy, RunConfig
 from hermes_runner.rundir.manifest import now
 from hermes_runner.trajectory import entry as entries
+from hermes_runner.trajectory.entry import NOT_SCORED
 
 
 def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int) -> dict:
@@ -49,4 +50,15 @@ def classify(res: SessionResult, cfg: RunConfig, names: list[str]) -> tuple[str,
         return "discarded", "no_reasoning", summary
     if unknown and cfg.filters.hallucinated_tools == HallucinatedToolPolicy.drop:
         return "discarded", "hallucinated_tool", summary
+    if cfg.filters.min_reward is not None and res.reward < cfg.filters.min_reward:
+        return "discarded", "low_reward", summary
     return "ok", None, summary
+
+
+LEDGER_SCORE_KEYS = ("name", "kind", "value", "passed", "error")  # what the ledger keeps of each score record
+
+
+def ledger_scores(scores: list[dict]) -> list[dict]:
+    """The score records as the ledger keeps them (the entry has the rest: explanation, output, details); records
+    that stand for no judgment ("not scored") are left out, so statistics count real scores only."""
+    return [{k: s[k] for k in LEDGER_SCORE_KEYS} for s in scores if s.get("error") != NOT_SCORED]

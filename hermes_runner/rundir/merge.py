@@ -87,7 +87,8 @@ def _entries(shard: Shard) -> Iterator[tuple[int, bytes]]:
                 raise ConfigError(f"{shard.dir}/trajectories.jsonl is not ordered by prompt_index (edited?)")
             last, n = index, n + 1
             yield index, line if line.endswith(b"\n") else line + b"\n"
-    if n != shard.stats["prompts"]["ok"]:
+    best_of_k = (shard.data_config.get("filters") or {}).get("best_of_k")  # one sample per row of the kept ones
+    if n != shard.stats["prompts"]["ok"] and not best_of_k:
         raise ConfigError(
             f"{shard.dir}: trajectories.jsonl has {n} entries but statistics.json counts "
             f"{shard.stats['prompts']['ok']} (out of date: run it again to finalize)"

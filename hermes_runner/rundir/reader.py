@@ -77,6 +77,12 @@ class RunData:
             stats.add(rec)
             if rec["status"] in TERMINAL:
                 terminal[rec["key"]] = rec
+            elif rec["status"] == "rescored" and rec["key"] in terminal:  # the new scores, the same disposition
+                terminal[rec["key"]] = {
+                    **terminal[rec["key"]],
+                    "reward": rec.get("reward"),
+                    "scores": rec.get("scores"),
+                }
 
         store = RunStore(d)
         state = store.load(on_record, repair=False)

@@ -142,7 +142,7 @@ class RunStats:
         """Take back the outcome of a record `add` counted whose prompt is not in the current dataset (its
         spend stays: it was paid)."""
         self._outcome(rec, -1)
-        if rec["status"] != "failed":
+        if rec["status"] not in ("failed", "rescored"):
             self.out_of_scope[rec["status"]] += 1
 
     def add_spend(self, rec: dict) -> None:
@@ -158,6 +158,10 @@ class RunStats:
 
     def _outcome(self, rec: dict, n: int) -> None:
         status = rec["status"]
+        if status == "rescored":  # new scores of a prompt counted already: its old ones out, the new ones in
+            self.scores.add({**rec, "scores": rec.get("prev_scores") or [], "usage": {}}, -n)
+            self.scores.add({**rec, "usage": {}}, n)
+            return
         batch = rec.get("batch", -1)
         per_batch = self.batches.get(batch)
         if per_batch is None:

@@ -6,6 +6,10 @@ Every prompt that ends gets one terminal record in `ledger.jsonl` (ok / discarde
 (`trajectories.jsonl`, `statistics.json`, `checkpoint.json`) are always rebuilt from it.
 Every model call is appended to `usage.jsonl` as it starts and ends, so the spend of prompts
 that never reach the ledger (cancelled, or the runner killed) is known too.
+
+Rescoring a finished run (`hermes-score`) appends each re-scored entry to `rescored.jsonl` and a
+`rescored` record that points at it: the latest such record of a terminal prompt is where its entry
+lives from then on (its status stays; the batch files keep the entries as they were generated).
 """
 
 from __future__ import annotations
@@ -23,12 +27,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermes_runner.errors import RunDirBusy
-from hermes_runner.rundir.layout import BATCH_FILE, BATCH_GLOB, BATCH_RE, DISCARDED, FAILURES, LEDGER, LOCK, USAGE  # noqa: F401  (re-exported)
+from hermes_runner.rundir.layout import (  # noqa: F401  (re-exported)
+    BATCH_FILE,
+    BATCH_GLOB,
+    BATCH_RE,
+    DISCARDED,
+    FAILURES,
+    LEDGER,
+    LOCK,
+    RESCORED,
+    USAGE,
+)
 from hermes_runner.util import fastjson
 
 log = logging.getLogger(__name__)
 
 TERMINAL = ("ok", "discarded")
+RESCORED_STATUS = "rescored"  # a record that moves a terminal prompt's entry to its re-scored line
 CHANGED = "changed"  # a note, not a disposition: a finished prompt's row was edited since it ran (same id)
 TMP_SUFFIX = ".hr-tmp"  # the temp files of atomic_write, and only those, end with it
 # Temp files of atomic writes before TMP_SUFFIX: a mkstemp name after one of the run dir's rewritten files.
@@ -254,6 +269,7 @@ class RunStore:
         self._discarded: AppendLog | None = None
         self._failures: AppendLog | None = None
         self._usage: AppendLog | None = None
+        self._rescored: AppendLog | None = None
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()  # one sync at a time (the background one and the final one)
 
@@ -297,6 +313,10 @@ class RunStore:
                     continue
                 state.records += 1
                 state.attempts.add((key, rec.get("inv", -1)))
+                if status == RESCORED_STATUS:
+                    if self._apply_rescored(state, rec, sizes) and on_record:
+                        on_record(rec)
+                    continue
                 if key in state.terminal:
                     continue  # exactly once: the first terminal record wins
                 if status in TERMINAL:
@@ -324,6 +344,21 @@ class RunStore:
                 state.next_batch = max(state.next_batch, rec.get("batch", -1) + 1)
         return state
 
+    def _apply_rescored(self, state: LedgerState, rec: dict, sizes: dict[str, int]) -> bool:
+        """Point a terminal prompt at its re-scored entry; False when the record cannot apply."""
+        ref = state.terminal.get(rec["key"])
+        fname = rec.get("file", "")
+        if ref is None or not fname:
+            return False
+        if fname not in sizes:
+            f = self.dir / fname
+            sizes[fname] = f.stat().st_size if f.exists() else -1
+        if rec["offset"] + rec["length"] > sizes[fname]:
+            log.warning("ledger points past the end of %s; the rescoring of %s is not applied", fname, rec["key"])
+            return False
+        ref.file, ref.offset, ref.length = fname, rec["offset"], rec["length"]
+        return True
+
     # -- writing -------------------------------------------------------------------
 
     def load_calls(self, attempts: set[tuple[str, int]]) -> CallLog:
@@ -348,7 +383,13 @@ class RunStore:
             self._log(USAGE).append(line)
 
     def _log(self, name: str) -> AppendLog:
-        attr = {LEDGER: "_ledger", DISCARDED: "_discarded", FAILURES: "_failures", USAGE: "_usage"}[name]
+        attr = {
+            LEDGER: "_ledger",
+            DISCARDED: "_discarded",
+            FAILURES: "_failures",
+            USAGE: "_usage",
+            RESCORED: "_rescored",
+        }[name]
         log_ = getattr(self, attr)
         if log_ is None:
             log_ = AppendLog(self.dir / name)
@@ -371,6 +412,19 @@ class RunStore:
                 self._log(LEDGER).append(dumps_line(record))
             except BaseException:
                 target.truncate(offset)  # no trajectory without its record (e.g. the disk filled up in between)
+                raise
+        return record
+
+    def write_rescored(self, entry_line: bytes, record: dict) -> dict:
+        """Append a re-scored entry to rescored.jsonl, then its `rescored` ledger record pointing at it."""
+        with self._lock:
+            target = self._log(RESCORED)
+            offset, length = target.append(entry_line)
+            record.update(status=RESCORED_STATUS, file=target.path.name, offset=offset, length=length)
+            try:
+                self._log(LEDGER).append(dumps_line(record))
+            except BaseException:
+                target.truncate(offset)
                 raise
         return record
 
@@ -408,7 +462,15 @@ class RunStore:
         with self._sync_lock:
             with self._lock:
                 closing, self._closing = self._closing, []
-                logs = [*self._batches.values(), *closing, self._discarded, self._failures, self._usage, self._ledger]
+                logs = [
+                    *self._batches.values(),
+                    *closing,
+                    self._discarded,
+                    self._failures,
+                    self._usage,
+                    self._rescored,
+                    self._ledger,
+                ]
             for lg in logs:
                 if lg is not None:
                     lg.sync()
@@ -418,7 +480,14 @@ class RunStore:
     def close(self) -> None:
         self.sync()
         with self._sync_lock, self._lock:
-            for lg in [*self._batches.values(), self._discarded, self._failures, self._usage, self._ledger]:
+            for lg in [
+                *self._batches.values(),
+                self._discarded,
+                self._failures,
+                self._usage,
+                self._rescored,
+                self._ledger,
+            ]:
                 if lg is not None:
                     lg.close()
             self._batches.clear()

@@ -11,6 +11,10 @@ Past the end of the script the model answers "Done.". A conversation offered no 
 calls: such a step answers with its ``content`` (or a fixed line), as a real model offered no tools does.
 Without a script: call ``terminal`` once (when offered) with ``echo``, then answer; a last user message
 with images (``image_url`` data URLs) is answered with what they are (type, pixel size, bytes, sha256).
+
+A first user message with a line ``#judging`` is a scorer's judge asking (a test's rubric holds that line):
+it is answered with the step of the ``#judge <json step>`` line in the same message (the judged prompt's own,
+quoted by the rubric), else ``JUDGE_DEFAULT``; the ``#script`` lines quoted in it are ignored.
 """
 
 from __future__ import annotations
@@ -41,9 +45,15 @@ def turn_of(messages: list[dict]) -> int:
     return sum(1 for m in messages if m.get("role") == "assistant")
 
 
+JUDGE_DEFAULT = {"content": json.dumps({"score": 1, "explanation": "fine"})}
+
+
 def parse_script(prompt: str) -> list[dict] | None:
-    """The steps of the prompt's `#script` line, or None without one."""
-    for line in prompt.splitlines():
+    """The steps of the prompt's `#script` line (a judge's request: its one `#judge` step), or None without one."""
+    lines = prompt.splitlines()
+    if "#judging" in lines:
+        return [parse_judge(lines)]
+    for line in lines:
         if line.startswith("#script "):
             try:
                 steps = json.loads(line[len("#script ") :])
@@ -53,6 +63,20 @@ def parse_script(prompt: str) -> list[dict] | None:
                 raise ScriptSyntaxError("bad #script: not a JSON list of objects")
             return steps
     return None
+
+
+def parse_judge(lines: list[str]) -> dict:
+    """The scripted reply of a judge's request (see the module docstring)."""
+    for line in lines:
+        if line.startswith("#judge "):
+            try:
+                step = json.loads(line[len("#judge ") :])
+            except json.JSONDecodeError as exc:
+                raise ScriptSyntaxError(f"bad #judge: {exc}") from None
+            if not isinstance(step, dict):
+                raise ScriptSyntaxError("bad #judge: not a JSON object")
+            return step
+    return dict(JUDGE_DEFAULT)
 
 
 def attempt_key(prompt: str, turn: int) -> str:

@@ -15,7 +15,7 @@ Tool calls live in exactly one place, chosen by `output.layout`:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Protocol
@@ -25,6 +25,26 @@ from hermes_runner.dataset import Prompt, system_text
 from hermes_runner.rundir.layout import FEATURES_FILE  # noqa: F401  (re-exported)
 from hermes_runner.trajectory.hermes import _gpt_value, _tool_block, structured_calls, system_turn
 from hermes_runner.usage import Usage
+
+# The keys and Arrow types of one record of an entry's `scores` (score/base.py `Score` writes them).
+SCORE_TYPES = {
+    "name": "string",
+    "kind": "string",
+    "value": "float64",
+    "passed": "bool",
+    "explanation": "string",
+    "error": "string",
+    "exit_code": "int64",
+    "output": "string",
+    "details": "string",
+}
+NOT_SCORED = "not scored"  # `error` of a record that stands for no judgment at all
+
+
+def unscored_record(name: str = "", kind: str = "") -> dict:
+    """The record of a scorer that never judged the row; an entry no scorer judged holds one with name "", so that
+    every file infers the same `scores` type (an empty list would be list<null>)."""
+    return score_record({"name": name, "kind": kind, "error": NOT_SCORED})
 
 
 class OfferedTool(Protocol):
@@ -119,11 +139,15 @@ def entry(
     system_prompt: str,
     layout: OutputLayout = OutputLayout.hermes,
     discard_reason: str = "",
+    reward: float = 0.0,
+    scores: Sequence[dict] = (),
 ) -> dict:
     """One line of batch_N.jsonl (or discarded.jsonl): every row has the same keys, each with one type.
 
     Unset values are empty strings, never null (`image`, `cwd`, `discard_reason`); the dataset row's own
-    fields, of any types, are kept as one JSON text (`metadata.row_fields`: `json.loads` gives them back)."""
+    fields, of any types, are kept as one JSON text (`metadata.row_fields`: `json.loads` gives them back).
+    `scores` holds one record of SCORE_TYPES per configured scorer, the primary's first (no scorer: one record
+    with name "" and error "not scored"), `reward` the primary's value (0.0 unscored)."""
     p = result.prompt
     stats, errors = tool_stats(result, tool_names)
     usage = {k: (float(v) if k == "cost_usd" else int(v)) for k, v in result.usage.as_dict().items()}
@@ -149,7 +173,48 @@ def entry(
         "tool_stats": stats,
         "tool_error_counts": errors,
         "usage": usage,
+        "reward": float(reward),
+        "scores": [score_record(r) for r in scores] or [unscored_record()],
     }
+
+
+def score_record(rec: dict) -> dict:
+    """A score record with exactly the keys and types of SCORE_TYPES."""
+    cast = {"string": str, "float64": float, "bool": bool, "int64": int}
+    defaults = {"string": "", "float64": 0.0, "bool": False, "int64": -1}
+    out = {}
+    for key, dtype in SCORE_TYPES.items():
+        value = rec.get(key)
+        out[key] = defaults[dtype] if value is None else cast[dtype](value)
+    if not out["details"]:
+        out["details"] = "{}"
+    return out
+
+
+def row_key(entry: dict) -> str:
+    """The dataset row an entry answers: the samples of one row share it (`metadata.row_key` when the entry has
+    one, else its prompt key without the `~s<sample>` suffix of samples after the first)."""
+    meta = entry.get("metadata") or {}
+    key = str(meta.get("row_key") or meta.get("prompt_key") or "")
+    return key.split("~s", 1)[0]
+
+
+def sample_index(entry: dict) -> int:
+    """Which sample of its row an entry is (`metadata.sample_index`; 0 when it has none)."""
+    value = (entry.get("metadata") or {}).get("sample_index")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def best_of_k(entries: Iterable[tuple[str, dict]]) -> set[str]:
+    """The keys of the best sample of each row among (key, entry): the highest reward, ties to the lowest
+    sample_index (then the key)."""
+    best: dict[str, tuple[float, int, str]] = {}
+    for key, e in entries:
+        rank = (-float(e.get("reward") or 0.0), sample_index(e), key)
+        row = row_key(e) or key
+        if row not in best or rank < best[row]:
+            best[row] = rank
+    return {rank[2] for rank in best.values()}
 
 
 def _int(value: object) -> int:
@@ -165,11 +230,19 @@ def _timestamp(value: object) -> str:
     return t.astimezone(UTC).isoformat(timespec="seconds")
 
 
-def conform(row: dict, *, key: str, tool_names: list[str], layout: OutputLayout = OutputLayout.hermes) -> dict:
+def conform(
+    row: dict,
+    *,
+    key: str,
+    tool_names: list[str],
+    layout: OutputLayout = OutputLayout.hermes,
+    scores: Sequence[dict] = (),
+) -> dict:
     """Another runner's trajectory (the original Hermes runner's batch line) with the keys and types of `entry`.
 
     Its turns keep `from` and `value` (the text form of its calls); its tool counts are taken for the tools in
-    `tool_names` (the original line stays as it was in its own batch file)."""
+    `tool_names` (the original line stays as it was in its own batch file). It was never scored: `scores` are
+    the run's "not scored" records (score.unscored), reward 0."""
     meta = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
     turns = []
     for t in row.get("conversations") or ():
@@ -207,6 +280,8 @@ def conform(row: dict, *, key: str, tool_names: list[str], layout: OutputLayout 
         "tool_stats": stats,
         "tool_error_counts": {name: _int(errors_in.get(name)) for name in tool_names},
         "usage": {k: (0.0 if k == "cost_usd" else 0) for k in Usage().as_dict()},
+        "reward": 0.0,
+        "scores": [score_record(r) for r in scores] or [unscored_record()],
     }
 
 
@@ -256,4 +331,6 @@ def features(tool_names: list[str], layout: OutputLayout = OutputLayout.hermes) 
         "tool_stats": {n: dict(counts) for n in tool_names},
         "tool_error_counts": {n: _value("int64") for n in tool_names},
         "usage": {f.name: _value("float64" if f.name == "cost_usd" else "int64") for f in fields(Usage)},
+        "reward": _value("float64"),
+        "scores": _list({k: _value(t) for k, t in SCORE_TYPES.items()}),
     }

@@ -4,6 +4,8 @@
     python -m hermes_runner.export outputs/my_run --to hf        # datasets.load_from_disk() dataset (kept)
     python -m hermes_runner.export outputs/my_run --to openai    # messages + tool_calls + tools JSONL (kept), TRL
     python -m hermes_runner.export outputs/my_run --to splits    # kept and discarded splits (DatasetDict)
+    python -m hermes_runner.export outputs/my_run --to splits --pass-fail   # kept rows split into pass / fail
+    ... --min-reward 1.0 [--best-of-k]                           # only kept rows with reward >= 1.0 (best sample per row)
     ... --push-to-hub user/name [--private]                       # also upload (needs a Hugging Face token)
 
 Rows are read through the ledger, so a run that is still going exports the prompts finished so far.
@@ -24,6 +26,7 @@ from hermes_runner.errors import ExportError, NotARunDir
 from hermes_runner.rundir.layout import FEATURES_FILE
 from hermes_runner.rundir.reader import RunData, find_runs
 from hermes_runner.rundir.store import atomic_write, dumps_line
+from hermes_runner.trajectory.entry import SCORE_TYPES, best_of_k, score_record
 from hermes_runner.trajectory.hermes import clean_calls
 from hermes_runner.trajectory.openai import to_openai
 
@@ -55,6 +58,8 @@ KNOWN = {
     "tool_error_counts",
     "usage",
     "discard_reason",
+    "reward",
+    "scores",
 }
 
 
@@ -66,6 +71,34 @@ def read_splits(run: RunData, splits: Iterable[str] = SPLITS) -> dict[str, list[
         keys = [k for k, r in run.final.items() if r["status"] == status[split]]
         out[split] = [entry for _, entry in run.entries(keys)]
     return out
+
+
+def passed(entry: dict, min_reward: float | None = None) -> bool:
+    """Whether a trajectory passed: its reward >= min_reward when given, else its primary score (the first record)
+    passed without error."""
+    if min_reward is not None:
+        return float(entry.get("reward") or 0.0) >= min_reward
+    scores = entry.get("scores") or []
+    return bool(scores) and bool(scores[0].get("passed")) and not scores[0].get("error")
+
+
+def select(
+    splits: dict[str, list[dict]], min_reward: float | None, best: bool, pass_fail: bool
+) -> dict[str, list[dict]]:
+    """The kept rows filtered by reward, the best sample of each row, or split into pass / fail."""
+    kept = splits["kept"]
+    if best:
+        keys = best_of_k((str(i), e) for i, e in enumerate(kept))
+        kept = [e for i, e in enumerate(kept) if str(i) in keys]
+    if pass_fail:
+        out = {
+            "pass": [e for e in kept if passed(e, min_reward)],
+            "fail": [e for e in kept if not passed(e, min_reward)],
+        }
+        return out  # of the kept rows only: discarded ones were never candidates
+    if min_reward is not None:
+        kept = [e for e in kept if passed(e, min_reward)]
+    return {**splits, "kept": kept}
 
 
 # -- one schema for every row -------------------------------------------------------------
@@ -130,6 +163,8 @@ class Schema:
             "tool_error_counts": {n: Value("int64") for n in self.tools},
             "usage": {k: Value(t) for k, t in USAGE_KEYS.items()},
             "discard_reason": Value("string"),
+            "reward": Value("float64"),
+            "scores": List({k: Value(t) for k, t in SCORE_TYPES.items()}),
             **{k: Value(t) for k, t in self.extra.items()},
         }
         if not self.tools:  # Arrow has no empty struct
@@ -160,6 +195,8 @@ class Schema:
             "tool_error_counts": {n: int((e.get("tool_error_counts") or {}).get(n, 0)) for n in self.tools},
             "usage": {k: (float if t == "float64" else int)(usage.get(k) or 0) for k, t in USAGE_KEYS.items()},
             "discard_reason": str(e.get("discard_reason") or ""),
+            "reward": float(e.get("reward") or 0.0),
+            "scores": [score_record(s) for s in e.get("scores") or [] if isinstance(s, dict)],
             **{k: _cast(e.get(k), t) for k, t in self.extra.items()},
         }
         if not self.tools:
@@ -228,6 +265,7 @@ def openai_row(entry: dict, reasoning: str) -> dict:
             "partial": bool(entry.get("partial")),
             "stop_reason": str(entry.get("stop_reason") or ""),
             "discard_reason": str(entry.get("discard_reason") or ""),
+            "reward": float(entry.get("reward") or 0.0),
         },
     }
 
@@ -252,6 +290,7 @@ def openai_features() -> dict:
             "partial": v("bool"),
             "stop_reason": v("string"),
             "discard_reason": v("string"),
+            "reward": v("float64"),
         },
     }
 
@@ -272,8 +311,18 @@ def write_openai(entries: list[dict], path: Path, reasoning: str) -> int:
 # -- the command -------------------------------------------------------------------------------
 
 
-def export(run_dir: Path | str, fmt: str, out: Path | str | None = None, reasoning: str = "field") -> tuple[Path, dict]:
+def export(
+    run_dir: Path | str,
+    fmt: str,
+    out: Path | str | None = None,
+    reasoning: str = "field",
+    min_reward: float | None = None,
+    best: bool = False,
+    pass_fail: bool = False,
+) -> tuple[Path, dict]:
     """Write the export; return (where, rows per split)."""
+    if pass_fail and fmt != "splits":
+        raise ExportError("--pass-fail makes splits: use it with --to splits")
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     runs = find_runs(run_dir)
@@ -288,12 +337,13 @@ def export(run_dir: Path | str, fmt: str, out: Path | str | None = None, reasoni
         )
     target = Path(out) if out else Path(run_dir) / "export" / fmt
     splits = read_splits(run, SPLITS if fmt == "splits" else ("kept",))
+    splits = select(splits, min_reward, best, pass_fail)
     counts = {k: len(v) for k, v in splits.items()}
     if fmt == "openai":
         path = target / "trajectories.openai.jsonl"
         write_openai(splits["kept"], path, reasoning)
         return path, counts
-    sets = to_datasets(splits)
+    sets = to_datasets({name: rows for name, rows in splits.items() if rows or name == "kept"})
     if fmt == "parquet":
         target.mkdir(parents=True, exist_ok=True)
         path = target / "trajectories.parquet"
@@ -301,6 +351,11 @@ def export(run_dir: Path | str, fmt: str, out: Path | str | None = None, reasoni
         return path, counts
     from datasets import DatasetDict
 
+    if fmt == "splits":
+        empty = [name for name, rows in splits.items() if not rows]
+        if empty:  # datasets cannot save (and load back) a split without rows
+            log.info("left out the empty splits: %s", ", ".join(empty))
+        sets = {name: d for name, d in sets.items() if name not in empty}
     data = DatasetDict(sets) if fmt == "splits" else sets["kept"]
     data.save_to_disk(str(target))
     return target, counts
@@ -346,12 +401,21 @@ def main(argv: list[str] | None = None) -> int:
         default="field",
         help="openai format: reasoning as `reasoning_content` (default), as a <think> block in the content, or dropped",
     )
+    ap.add_argument("--min-reward", type=float, help="keep only kept rows whose reward is at least this")
+    ap.add_argument("--best-of-k", action="store_true", help="keep only the best sample of each row (highest reward)")
+    ap.add_argument(
+        "--pass-fail",
+        action="store_true",
+        help="splits: kept rows as `pass` / `fail` (by --min-reward, else the primary scorer's `passed`)",
+    )
     ap.add_argument("--push-to-hub", metavar="REPO", help="also upload to this Hugging Face dataset repo")
     ap.add_argument("--private", action="store_true", help="create the Hub repo as private")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
-        path, counts = export(args.run_dir, args.to, args.out, args.reasoning)
+        path, counts = export(
+            args.run_dir, args.to, args.out, args.reasoning, args.min_reward, args.best_of_k, args.pass_fail
+        )
         print(f"{path}: " + ", ".join(f"{n} {split}" for split, n in counts.items()))
         if args.push_to_hub:
             print(push_to_hub(path, args.to, args.push_to_hub, args.private))

@@ -19,13 +19,15 @@ from hermes_runner.config import RunConfig, check, check_keys
 from tests.helpers.run import CONF
 
 HYDRA_GROUPS = ("hydra/job_logging", "hydra/launcher")  # Hydra's own groups, under conf/hydra/
-GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment"))
+# groups the defaults list holds (`group=name`); scorer/ is appended by name (`+scorer@scorers.NAME=...`), below
+GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment", "scorer"))
 OPTIONS = {g: sorted(y.stem for y in (CONF / g).glob("*.yaml")) for g in GROUPS}
 ROWS = [
     tuple(f"{g}={names[i]}" for g, names in OPTIONS.items() if i < len(names))
     for i in range(max(len(n) for n in OPTIONS.values()))
 ]
 EXPERIMENTS = [f"+experiment={y.stem}" for y in sorted((CONF / "experiment").glob("*.yaml"))]
+SCORERS = [f"+scorer@scorers.s={y.stem}" for y in sorted((CONF / "scorer").glob("*.yaml"))]
 
 
 def _compose(overrides: tuple[str, ...], hydra: bool = False) -> DictConfig:
@@ -54,7 +56,7 @@ def _row(overrides: tuple[str, ...]) -> dict | Exception:
 
 
 def test_every_yaml_has_a_test():
-    tested = {o for row in ROWS for o in row} | set(EXPERIMENTS)
+    tested = {o for row in ROWS for o in row} | set(EXPERIMENTS) | {o.replace("@scorers.s", "") for o in SCORERS}
     on_disk = {f"{y.parent.name}={y.stem}" for y in CONF.glob("*/*.yaml")}
     assert {o.lstrip("+") for o in tested} == on_disk and len(on_disk) == len(list(CONF.glob("*/*.yaml")))
 
@@ -87,6 +89,14 @@ def _assert_within(own: object, composed: object, where: str) -> None:
 @pytest.mark.parametrize("override", EXPERIMENTS)
 def test_experiment_composes_into_a_valid_run_config(override: str):
     _validated((override,))
+
+
+@pytest.mark.parametrize("override", SCORERS)
+def test_scorer_yaml_composes_into_a_valid_run_config(override: str):
+    kind = override.rsplit("=", 1)[1]
+    target = ("scorers.s._target_=tests.unit.score.test_scorers.dict_score",) if kind == "python" else ()  # required
+    cfg = _validated((override, *target))
+    assert cfg.scorers["s"].kind.value == kind
 
 
 @pytest.mark.parametrize("override", [f"{g}={y.stem}" for g in HYDRA_GROUPS for y in sorted((CONF / g).glob("*.yaml"))])

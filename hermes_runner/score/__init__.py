@@ -1,0 +1,132 @@
+"""Scorers: judge each trajectory and give it a `reward` and one `scores` record per scorer (docs/scoring.md).
+
+One module per kind behind the protocol in `base`; `KINDS` maps a kind to its module. The session runs them
+after the conversation, before the prompt's sandbox goes (`verify` needs it); `hermes-score` runs the others
+again over a finished run. This room may import the sandbox, model, tools' endpoints and the trajectory format,
+never the agent or the run."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib
+import logging
+from collections.abc import Mapping, Sequence
+
+from hermes_runner.config import RunConfig, ScorerConfig, ScorerKind
+from hermes_runner.errors import ScoreError
+from hermes_runner.score.base import NOT_SCORED, Job, Score, Scorer, final_answer, row_from_entry, row_of
+
+__all__ = [
+    "KINDS",
+    "NOT_SCORED",
+    "Job",
+    "Score",
+    "Scorer",
+    "Scorers",
+    "final_answer",
+    "open_scorers",
+    "primary_name",
+    "reward_of",
+    "row_from_entry",
+    "row_of",
+    "unscored",
+]
+
+log = logging.getLogger(__name__)
+
+# kind -> "module:class" (a new scorer kind is one line here and one module)
+KINDS = {
+    ScorerKind.verify: "hermes_runner.score.verify:VerifyScorer",
+    ScorerKind.match: "hermes_runner.score.match:MatchScorer",
+    ScorerKind.judge: "hermes_runner.score.judge:JudgeScorer",
+    ScorerKind.python: "hermes_runner.score.python:PythonScorer",
+}
+
+
+def scorer_class(kind: ScorerKind) -> type:
+    module, name = KINDS[kind].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def primary_name(scorers: Mapping[str, ScorerConfig]) -> str | None:
+    """The scorer whose value is the reward: the one marked primary, else the first."""
+    for name, s in scorers.items():
+        if s.primary:
+            return name
+    return next(iter(scorers), None)
+
+
+def reward_of(scores: Sequence[Score | dict], primary: str | None) -> float:
+    """The primary scorer's value (0.0 when it did not score, or there is none)."""
+    for s in scores:
+        d = s.as_dict() if isinstance(s, Score) else s
+        if d["name"] == primary:
+            return float(d["value"])
+    return 0.0
+
+
+def unscored(scorers: Mapping[str, ScorerConfig]) -> list[dict]:
+    """The records of rows no scorer judged: one per configured scorer, `error: "not scored"`."""
+    return [Score.failed(name, s.kind, NOT_SCORED).as_dict() for name, s in scorers.items()]
+
+
+class Scorers:
+    """The configured scorers of a run, in their configured order."""
+
+    def __init__(self, configs: Mapping[str, ScorerConfig], scorers: Sequence[Scorer]):
+        self.configs = dict(configs)
+        self.items = list(scorers)
+        self.primary = primary_name(self.configs)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    async def score(self, job: Job) -> list[Score]:
+        """Every scorer's record; one that raises gets a record with its error (value 0, not passed)."""
+        out = []
+        for s in self.items:
+            out.append(await self._one(s, job))
+        return out
+
+    @staticmethod
+    async def _one(s: Scorer, job: Job) -> Score:
+        try:
+            return await s.score(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a scorer's failure is a record, the trajectory is kept
+            log.debug("scorer %s failed", s.name, exc_info=True)
+            return Score.failed(
+                s.name, s.kind, str(exc) if isinstance(exc, ScoreError) else f"{type(exc).__name__}: {exc}"
+            )
+
+    def ordered(self, scores: Sequence[Score]) -> list[dict]:
+        """The records as entries hold them: the primary scorer's first, then the others in configured order."""
+        records = [s.as_dict() for s in scores]
+        return sorted(records, key=lambda r: r["name"] != self.primary)
+
+    async def aclose(self) -> None:
+        for s in self.items:
+            await s.aclose()
+
+
+def open_scorers(
+    cfg: RunConfig,
+    configs: Mapping[str, ScorerConfig] | None = None,
+    main_url: str | None = None,
+    hooks: Sequence[object] = (),
+) -> Scorers:
+    """Build the scorers of `configs` (default: cfg.scorers); a judge's model meters its calls with `hooks`."""
+    from hermes_runner.tools.backends.endpoints import chat_model
+
+    configs = cfg.scorers if configs is None else configs
+    built: list[Scorer] = []
+    for name, sc in configs.items():
+        cls = scorer_class(sc.kind)
+        if sc.kind == ScorerKind.judge:
+            ep = dataclasses.replace(sc.judge.endpoint, model=sc.judge.endpoint.model or cfg.model.name)
+            built.append(cls(name, sc, chat_model(ep, cfg.model, main_url, 8, hooks)))
+        else:
+            built.append(cls(name, sc))
+    return Scorers(configs, built)
