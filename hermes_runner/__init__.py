@@ -11,8 +11,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     report/         the HTML report: page, __main__, summary, plots, svg, viewer, assets/ (reads data, never code)
     executors/      keep num_workers sessions in flight: base (Executor, Work), local, ray; open_executor
     agent/          loop (Agent, StopReason, SessionResult), session (one prompt, errors as Failures), worker
-    score/          scorers of finished trajectories: base (Score record, Scorer Protocol, Job), verify, match,
-                    judge, python; open_scorers; __main__ (`python -m hermes_runner.score`)
+    scorers/        scorers of finished trajectories: base (Score record, Scorer Protocol, Job), verify, match,
+                    judge, python; open_scorers
     tools/          base (Tool, ToolContext, @tool), catalog (the toolsets), one module per toolset,
                     distributions, image_io; backends/ the services tools need (fetch, browser, search, ...)
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
@@ -29,12 +29,12 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     conf/           the Hydra configs (shipped in the wheel): config.yaml and one folder per group
     testing/        the #script grammar (script), the scripted OpenAI-compatible server for tests and benches,
                     ScriptedModel: the same script in process (model); the product never imports it
-    export.py, merge.py, scripted_server.py   the `python -m` addresses kept for users (3-line shims)
+    export.py, merge.py, score.py, scripted_server.py   the `python -m` addresses kept for users (3-line shims)
 
 Import rule (`lint-imports` checks it, contracts in pyproject.toml): a room imports only rooms on lower lines
 of this stack, and rooms on one line do not import each other:
 
-    app > cli > run | report > executors > agent > score > tools | trajectory > model | sandbox | rundir
+    app > cli > run | report > executors > agent > scorers > tools | trajectory > model | sandbox | rundir
         > dataset | usage | util > config : errors
 
 report/ and trajectory/ import no agent, model, tools or executors; tools/backends/ never imports the rest of

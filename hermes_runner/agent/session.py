@@ -26,7 +26,7 @@ from hermes_runner.errors import (
 )
 from hermes_runner.model.base import ChatModel
 from hermes_runner.sandbox.base import Sandbox, SandboxBackend
-from hermes_runner.score import Job, Scorers, reward_of, row_of
+from hermes_runner.scorers import Job, Scorers, reward_of, row_of
 from hermes_runner.tools import distributions
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import stats_names, tools_for

@@ -17,7 +17,7 @@ from hermes_runner.config import RunConfig
 from hermes_runner.model.base import CallHook
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.sandbox import make_backend
-from hermes_runner.score import open_scorers
+from hermes_runner.scorers import open_scorers
 from hermes_runner.tools import backends as tool_services
 
 log = logging.getLogger(__name__)

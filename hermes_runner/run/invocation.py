@@ -44,7 +44,7 @@ from hermes_runner.rundir.store import (
     dumps_line,
     remove_stale_temps,
 )
-from hermes_runner.score import unscored
+from hermes_runner.scorers import unscored
 from hermes_runner.tools import backends as tool_services
 from hermes_runner.tools import distributions
 from hermes_runner.tools.catalog import all_tools, stats_names, tool_names, toolset_names

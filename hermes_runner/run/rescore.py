@@ -36,7 +36,7 @@ from hermes_runner.run.record import ledger_scores
 from hermes_runner.rundir.layout import INVOCATIONS
 from hermes_runner.rundir.manifest import now
 from hermes_runner.rundir.store import dumps_line
-from hermes_runner.score import NOT_SCORED, Job, Score, Scorers, open_scorers, primary_name, reward_of, row_from_entry
+from hermes_runner.scorers import NOT_SCORED, Job, Score, Scorers, open_scorers, primary_name, reward_of, row_from_entry
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.usage import Usage
 from hermes_runner.util import fastjson

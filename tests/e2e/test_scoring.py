@@ -162,7 +162,7 @@ def test_judge_cost_stops_the_run_at_the_budget(make_cfg, tmp_path, run_dir, ser
 def test_python_scorer_from_a_test_module_in_a_run(make_cfg, tmp_path, run_dir):
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": answer("x")}])
     cfg = make_cfg(
-        "+scorer@scorers.mine=python", "scorers.mine._target_=tests.unit.score.test_scorers.dict_score", dataset=ds
+        "+scorer@scorers.mine=python", "scorers.mine._target_=tests.unit.scorers.test_scorers.dict_score", dataset=ds
     )
     assert run_inprocess(cfg, run_dir)[0] == 0
     (e,) = read_jsonl(run_dir / "trajectories.jsonl")
@@ -278,7 +278,7 @@ def test_rescoring_killed_with_kill_9_goes_on_where_it_stopped(make_cfg, tmp_pat
     rows = [{"prompt": f"{answer(f'a{i}')}\n#judge {json.dumps(slow)}"} for i in range(6)]
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     assert run_inprocess(make_cfg(dataset=ds), run_dir)[0] == 0
-    argv = [sys.executable, "-m", "hermes_runner.score", str(run_dir), "+scorer@scorers.q=judge"]
+    argv = [sys.executable, "-m", "hermes_runner.scorers", str(run_dir), "+scorer@scorers.q=judge"]
     argv += [f"scorers.q.judge.rubric='{JUDGE_RUBRIC}'", "--concurrency", "1"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -94,7 +94,7 @@ def test_experiment_composes_into_a_valid_run_config(override: str):
 @pytest.mark.parametrize("override", SCORERS)
 def test_scorer_yaml_composes_into_a_valid_run_config(override: str):
     kind = override.rsplit("=", 1)[1]
-    target = ("scorers.s._target_=tests.unit.score.test_scorers.dict_score",) if kind == "python" else ()  # required
+    target = ("scorers.s._target_=tests.unit.scorers.test_scorers.dict_score",) if kind == "python" else ()  # required
     cfg = _validated((override, *target))
     assert cfg.scorers["s"].kind.value == kind
 

@@ -7,7 +7,7 @@ import re
 
 from hermes_runner.config import MatchMode, ScorerConfig, ScorerKind
 from hermes_runner.errors import ScoreError
-from hermes_runner.score.base import Job, Score
+from hermes_runner.scorers.base import Job, Score
 
 # A number as people write it: sign, thousands separators, decimals, exponent (1,234.5  -3  2.5e-3  .5)
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from hermes_runner.config import RunConfig, ScorerConfig, ScorerKind
 from hermes_runner.errors import ScoreError
-from hermes_runner.score.base import NOT_SCORED, Job, Score, Scorer, final_answer, row_from_entry, row_of
+from hermes_runner.scorers.base import NOT_SCORED, Job, Score, Scorer, final_answer, row_from_entry, row_of
 
 __all__ = [
     "KINDS",
@@ -37,10 +37,10 @@ log = logging.getLogger(__name__)
 
 # kind -> "module:class" (a new scorer kind is one line here and one module)
 KINDS = {
-    ScorerKind.verify: "hermes_runner.score.verify:VerifyScorer",
-    ScorerKind.match: "hermes_runner.score.match:MatchScorer",
-    ScorerKind.judge: "hermes_runner.score.judge:JudgeScorer",
-    ScorerKind.python: "hermes_runner.score.python:PythonScorer",
+    ScorerKind.verify: "hermes_runner.scorers.verify:VerifyScorer",
+    ScorerKind.match: "hermes_runner.scorers.match:MatchScorer",
+    ScorerKind.judge: "hermes_runner.scorers.judge:JudgeScorer",
+    ScorerKind.python: "hermes_runner.scorers.python:PythonScorer",
 }
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hermes_runner.config import ScorerConfig, ScorerKind
 from hermes_runner.errors import ScoreError
 from hermes_runner.sandbox.base import truncate_middle
-from hermes_runner.score.base import Job, Score
-from hermes_runner.score.template import render
+from hermes_runner.scorers.base import Job, Score
+from hermes_runner.scorers.template import render
 
 
 class VerifyScorer:

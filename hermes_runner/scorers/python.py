@@ -14,7 +14,7 @@ from hydra.utils import get_object
 
 from hermes_runner.config import ScorerConfig, ScorerKind
 from hermes_runner.errors import ConfigError, ScoreError
-from hermes_runner.score.base import Job, Score, finite
+from hermes_runner.scorers.base import Job, Score, finite
 
 
 def load_callable(path: str, args: dict, where: str):

@@ -11,10 +11,10 @@ import pytest
 
 from hermes_runner.config import MatchMode, ScorerConfig, ScorerKind, check
 from hermes_runner.errors import ConfigError
-from hermes_runner.score import Job, Score, Scorers, open_scorers, row_from_entry
-from hermes_runner.score.judge import parse_verdict
-from hermes_runner.score.match import MatchScorer, last_number
-from hermes_runner.score.python import PythonScorer
+from hermes_runner.scorers import Job, Score, Scorers, open_scorers, row_from_entry
+from hermes_runner.scorers.judge import parse_verdict
+from hermes_runner.scorers.match import MatchScorer, last_number
+from hermes_runner.scorers.python import PythonScorer
 from hermes_runner.trajectory.entry import SCORE_TYPES, best_of_k, features
 
 from tests.helpers.run import compose_cfg

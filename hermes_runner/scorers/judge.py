@@ -11,8 +11,8 @@ from hermes_runner.config import ScorerConfig, ScorerKind
 from hermes_runner.errors import ModelCallError, ScoreError
 from hermes_runner.model.base import ChatModel
 from hermes_runner.sandbox.base import truncate_middle
-from hermes_runner.score.base import Job, Score, conversation_text, finite
-from hermes_runner.score.template import render
+from hermes_runner.scorers.base import Job, Score, conversation_text, finite
+from hermes_runner.scorers.template import render
 
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
