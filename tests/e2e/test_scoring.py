@@ -278,7 +278,7 @@ def test_rescoring_killed_with_kill_9_goes_on_where_it_stopped(make_cfg, tmp_pat
     rows = [{"prompt": f"{answer(f'a{i}')}\n#judge {json.dumps(slow)}"} for i in range(6)]
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     assert run_inprocess(make_cfg(dataset=ds), run_dir)[0] == 0
-    argv = [sys.executable, "-m", "hermes_runner.scorers", str(run_dir), "+scorer@scorers.q=judge"]
+    argv = [sys.executable, "-m", "hermes_runner.score", str(run_dir), "+scorer@scorers.q=judge"]
     argv += [f"scorers.q.judge.rubric='{JUDGE_RUBRIC}'", "--concurrency", "1"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
