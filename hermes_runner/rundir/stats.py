@@ -93,6 +93,24 @@ class RunStats:
             t[0] += count * n
             t[1] += failures * n
 
+    def merge(self, other: RunStats) -> None:
+        """Add the counts of another run's statistics (the shards of a merged run)."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, Counter):
+                mine.update(theirs)
+            elif isinstance(mine, Usage):
+                mine.add(theirs)
+            elif f.name == "tools":
+                for name, (count, failures) in theirs.items():
+                    t = mine.setdefault(name, [0, 0])
+                    t[0], t[1] = t[0] + count, t[1] + failures
+            elif f.name == "batches":
+                for batch, counts in theirs.items():
+                    mine.setdefault(batch, Counter()).update(counts)
+            else:
+                setattr(self, f.name, mine + theirs)
+
     def tool_statistics(self, tool_names: list[str]) -> dict:
         out = {}
         for name in sorted(set(tool_names) | set(self.tools)):
