@@ -8,9 +8,7 @@ import pytest
 
 from tests.helpers.tool_harness import call, run_tools
 
-pytestmark = (
-    pytest.mark.browser
-)  # fails with how to install Chromium when it is missing (tests/helpers/machine.require)
+pytestmark = pytest.mark.browser  # fails with how to install Chromium when it is missing (tests/helpers/machine.require)
 
 
 def ref_of(snapshot: str, pattern: str) -> str:
