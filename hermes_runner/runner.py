@@ -331,6 +331,8 @@ class Run:
         cfg, p = self.cfg, outcome.prompt
         rec = _summary(outcome, p.key, p.index, self.invocation)
         rec["batch"] = batch
+        if outcome.timeline:
+            self.store.write_timeline({"key": p.key, "inv": self.invocation, "calls": outcome.timeline})
         if isinstance(outcome, Failure):
             error = self.redact.text(outcome.error)
             if outcome.error_type in ENDPOINT_DOWN_ERRORS:

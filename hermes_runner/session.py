@@ -31,6 +31,7 @@ class Failure:
     api_calls: int = 0
     retries: int = 0
     duration_s: float = 0.0
+    timeline: list[dict] = field(default_factory=list)  # the calls made before it failed (SessionResult.timeline)
 
 
 Outcome = SessionResult | Failure
@@ -99,6 +100,7 @@ class SessionRunner:
             api_calls=res.api_calls,
             retries=res.retries,
             duration_s=time.monotonic() - started,
+            timeline=res.timeline,
         )
 
 

@@ -9,6 +9,7 @@ LEDGER = "ledger.jsonl"
 DISCARDED = "discarded.jsonl"
 FAILURES = "failures.jsonl"
 USAGE = "usage.jsonl"
+TIMELINE = "timeline.jsonl"  # every prompt attempt's model and tool calls, timed (read by the report)
 BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")  # batch files of a hermes-agent run dir
 LOCK = ".lock"  # held by the one invocation that owns the run dir
 

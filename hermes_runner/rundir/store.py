@@ -22,7 +22,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermes_runner.rundir.layout import BATCH_RE, DISCARDED, FAILURES, LEDGER, LOCK, USAGE  # noqa: F401  (re-exported)
+from hermes_runner.rundir.layout import (  # noqa: F401  (re-exported)
+    BATCH_RE,
+    DISCARDED,
+    FAILURES,
+    LEDGER,
+    LOCK,
+    TIMELINE,
+    USAGE,
+)
 from hermes_runner.util import fastjson
 
 log = logging.getLogger(__name__)
@@ -254,6 +262,7 @@ class RunStore:
         self._discarded: AppendLog | None = None
         self._failures: AppendLog | None = None
         self._usage: AppendLog | None = None
+        self._timeline: AppendLog | None = None
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()  # one sync at a time (the background one and the final one)
 
@@ -341,8 +350,16 @@ class RunStore:
         with self._lock:
             self._log(USAGE).append(line)
 
+    def write_timeline(self, record: dict) -> None:
+        """Append one prompt attempt's timed calls to `timeline.jsonl` (written before its ledger record)."""
+        line = dumps_line(record)
+        with self._lock:
+            self._log(TIMELINE).append(line)
+
     def _log(self, name: str) -> AppendLog:
-        attr = {LEDGER: "_ledger", DISCARDED: "_discarded", FAILURES: "_failures", USAGE: "_usage"}[name]
+        attr = {
+            LEDGER: "_ledger", DISCARDED: "_discarded", FAILURES: "_failures", USAGE: "_usage", TIMELINE: "_timeline"
+        }[name]  # fmt: skip
         log_ = getattr(self, attr)
         if log_ is None:
             log_ = AppendLog(self.dir / name)
@@ -392,7 +409,8 @@ class RunStore:
         with self._sync_lock:
             with self._lock:
                 closing, self._closing = self._closing, []
-                logs = [*self._batches.values(), *closing, self._discarded, self._failures, self._usage, self._ledger]
+                logs = [*self._batches.values(), *closing, self._discarded, self._failures, self._usage, self._timeline]
+                logs.append(self._ledger)
             for lg in logs:
                 if lg is not None:
                     lg.sync()
@@ -402,7 +420,14 @@ class RunStore:
     def close(self) -> None:
         self.sync()
         with self._sync_lock, self._lock:
-            for lg in [*self._batches.values(), self._discarded, self._failures, self._usage, self._ledger]:
+            for lg in [
+                *self._batches.values(),
+                self._discarded,
+                self._failures,
+                self._usage,
+                self._timeline,
+                self._ledger,
+            ]:
                 if lg is not None:
                     lg.close()
             self._batches.clear()
