@@ -13,7 +13,7 @@ from pathlib import Path
 from hermes_runner.errors import RunnerError
 from hermes_runner.rundir.layout import FEATURES_FILE, INVOCATIONS, MANIFEST, MERGED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.stats import RunStats
-from hermes_runner.rundir.store import FAILURES, LEDGER, TERMINAL, Ref, RunStore, iter_lines
+from hermes_runner.rundir.store import FAILURES, LEDGER, TERMINAL, TIMELINE, Ref, RunStore, iter_lines
 from hermes_runner.usage import Usage
 
 STATUSES = ("completed", "partial", "incomplete", "discarded", "failed")
@@ -179,6 +179,22 @@ class RunData:
             for rec in read_jsonl(d / FAILURES):
                 if rec.get("key") in failed:
                     out[rec["key"]] = rec
+        return out
+
+    def timelines(self, keys: Iterable[str] | None = None) -> dict[str, list[dict]]:
+        """The timed model and tool calls of each prompt's final attempt (timeline.jsonl; runs of older
+        versions have none)."""
+        wanted = set(self.final if keys is None else keys)
+        out: dict[str, list[dict]] = {}
+        matched: set[str] = set()  # keys whose line of the final record's invocation was read
+        for d in self.merged_from or [self.dir]:
+            for rec in read_jsonl(d / TIMELINE):
+                key, calls = rec.get("key"), rec.get("calls")
+                if key not in wanted or key in matched or not isinstance(calls, list):
+                    continue
+                out[key] = calls
+                if rec.get("inv") == self.final[key].get("inv"):
+                    matched.add(key)
         return out
 
     def features(self) -> dict | None:
