@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig, RunConfig, check, check_keys
@@ -26,6 +27,7 @@ from hermes_runner.report.page import write_report_quietly
 from hermes_runner.rundir.manifest import end_invocation, start_invocation
 from hermes_runner.rundir.store import RunDirBusy, prelock
 from hermes_runner.runner import Run
+from hermes_runner.util.console import FILE_ONLY
 from hermes_runner.util.redact import Redactor, redacting_logs
 
 log = logging.getLogger("hermes_runner")
@@ -62,36 +64,72 @@ def load_distributions() -> list[DistributionConfig]:
     return out
 
 
+def say(console: Console, text: str, **kwargs: object) -> None:
+    """Print a line for the user and put it in the run's log file (run.log) too."""
+    console.print(text, **kwargs)
+    plain = Text.from_markup(text).plain if kwargs.get("markup", True) else text
+    for line in plain.strip("\n").splitlines():
+        log.info("%s", line, extra={FILE_ONLY: True})
+
+
 def print_plan(console: Console, cfg: RunConfig, plan: Plan, run_dir: Path) -> None:
-    console.print(
+    say(
+        console,
         f"[bold]{cfg.run_name}[/]: {plan.total} prompts in scope, {plan.done} already done, "
         f"{plan.to_run} to run"
         + (f" ({plan.retry} retries of failed prompts)" if plan.retry else "")
         + (f", {plan.skipped_failed} failed left alone" if plan.skipped_failed else "")
-        + (f", {plan.rejected} bad lines (see {run_dir / 'rejected.jsonl'})" if plan.rejected else "")
+        + (f", {plan.rejected} bad lines (see {run_dir / 'rejected.jsonl'})" if plan.rejected else ""),
     )
 
 
-def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
+def _by(counts: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+def summary_lines(stats: dict, run_dir: Path, retry_failed: bool = True) -> list[str]:
+    """The end summary (rich markup): outcomes that add up, this invocation's pace and endpoint trouble,
+    where the failures are and how to retry them."""
     p = stats["prompts"]
-    at_max_turns = p["stopped"] and stats.get("stop_reasons", {}).get("max_turns") == p["stopped"]
-    console.print(
-        f"\n[bold]Done[/]: {p['ok']} kept ({p['completed']} completed, {p['partial']} partial, "
-        f"{p['stopped']} stopped{' at max_turns' if at_max_turns else ''}), "
-        f"{p['discarded']} discarded, {p['failed']} failed, {p['pending']} pending of {p['total']}"
+    stopped = stats.get("stopped_reasons") or {}
+    kept = f"{p['ok']} kept = {p['completed']} completed + {p['partial']} partial + {p['stopped']} stopped" + (
+        f" ({_by(stopped)})" if p["stopped"] and stopped else ""
     )
+    lines = [
+        f"\n[bold]Done[/]: {kept}; {p['discarded']} discarded"
+        + (f" ({_by(stats['discarded_by_reason'])})" if stats["discarded_by_reason"] else "")
+        + f"; {p['failed']} failed"
+        + (f" ({_by(stats['failed_by_error'])})" if stats["failed_by_error"] else "")
+        + f"; {p['pending']} pending; of {p['total']} prompts"
+    ]
     if stats.get("stop_reasons"):
-        console.print("  stop reasons (kept): " + ", ".join(f"{k} {v}" for k, v in stats["stop_reasons"].items()))
+        lines.append("  stop reasons (kept): " + _by(stats["stop_reasons"]))
     gone = stats.get("not_in_dataset") or {}
     if gone.get("prompts"):
-        console.print(
+        lines.append(
             f"  [yellow]{gone['prompts']} recorded prompts are not in the current dataset[/] (rows edited or removed):"
             " left out of trajectories.jsonl and these counts; their records stay in ledger.jsonl and the batch files"
         )
-    if stats["discarded_by_reason"]:
-        console.print("  discarded: " + ", ".join(f"{k} {v}" for k, v in stats["discarded_by_reason"].items()))
-    if stats["failed_by_error"]:
-        console.print("  failed: " + ", ".join(f"{k} {v}" for k, v in stats["failed_by_error"].items()))
+    inv = stats.get("invocation")
+    if inv:
+        lines.append(
+            f"  this invocation: {inv['prompts']} prompts in {inv['seconds']:.1f}s ({inv['prompts_per_s']:.2f} prompts/s);"
+            f" model calls: {stats['api_calls']:,} in all, {inv['retries']} retries, {inv['rate_limited']} 429s,"
+            f" {inv['backoff_seconds']:.1f}s backing off"
+        )
+    if p["failed"]:
+        again = (
+            "run the same command again to retry them"
+            if retry_failed
+            else "they are left alone on reruns (retry_failed=false): rerun with retry_failed=true to retry them"
+        )
+        lines.append(f"  [red]{p['failed']} prompts failed[/]: details in {run_dir / 'failures.jsonl'}; {again}")
+    return lines
+
+
+def print_summary(console: Console, stats: dict, run_dir: Path, retry_failed: bool = True) -> None:
+    for line in summary_lines(stats, run_dir, retry_failed):
+        say(console, line)
     table = Table(title="Tool use (kept trajectories)")
     for col in ("tool", "calls", "success", "failure", "success %"):
         table.add_column(col, justify="left" if col == "tool" else "right")
@@ -102,14 +140,16 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
         console.print(table)
     r = stats["reasoning_statistics"]
     u = stats["usage"]
-    console.print(
+    say(
+        console,
         f"Reasoning coverage: {r['coverage_percent']:.1f}% of {r['total_assistant_turns']} assistant turns. "
         f"Tokens: {u['total_tokens']:,} ({u['prompt_tokens']:,} in, {u['completion_tokens']:,} out)"
         + (f", cost ${u['cost_usd']:.4f}" if u["cost_usd"] else "")
-        + f". Run time {stats['duration_seconds']:.1f}s."
+        + f". Run time {stats['duration_seconds']:.1f}s.",
     )
-    console.print(f"Trajectories: [bold]{run_dir / 'trajectories.jsonl'}[/] ({stats['trajectories']} entries)")
-    console.print(f"Statistics:   {run_dir / 'statistics.json'}")
+    say(console, f"Trajectories: [bold]{run_dir / 'trajectories.jsonl'}[/] ({stats['trajectories']} entries)")
+    say(console, f"Statistics:   {run_dir / 'statistics.json'}")
+    # (seam: a scored run's results table is printed after this summary, by the caller)
 
 
 def run_job(dcfg: DictConfig) -> int:
@@ -228,9 +268,9 @@ def _invocation(
         log.error("%s", run.storage_error)
         return ExitCode.STORAGE, stats
     if error is None:
-        print_summary(console, stats, run_dir)
+        print_summary(console, stats, run_dir, cfg.retry_failed)
     if (report := write_report_quietly(run_dir)) is not None:
-        console.print(f"Report:       {report}")
+        say(console, f"Report:       {report}")
     if error is not None:
         return ExitCode.CONFIG, stats
     if run.interrupted:

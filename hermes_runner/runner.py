@@ -20,7 +20,7 @@ from hermes_runner.dataset import Prompt, parse_json
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, StorageFull
 from hermes_runner.executors import Executor, Work, open_executor
 from hermes_runner.model.client import OpenAIChatModel
-from hermes_runner.model.ratelimit import EndpointLimiter
+from hermes_runner.model.ratelimit import EndpointLimiter, Throttle
 from hermes_runner.model.serve import check_model, serving
 from hermes_runner.plan import Plan, make_plan, pending
 from hermes_runner.progress import RunProgress
@@ -311,7 +311,14 @@ class Run:
             self._storage_failed(exc)
             return
         syncer = asyncio.ensure_future(self._sync_loop())
-        self.progress = RunProgress(cfg.run_name, plan.to_run, enabled=cfg.progress, status=self.limiter.describe)
+        self.progress = RunProgress(
+            cfg.run_name,
+            plan.to_run,
+            enabled=cfg.progress,
+            throttle=self.limiter.throttle,
+            interval_s=cfg.progress_interval_s,
+            every_percent=cfg.progress_every_percent,
+        )
         try:
             with self.progress:
                 async for outcome in executor.map_unordered(session, items()):
@@ -512,6 +519,7 @@ class Run:
                 "rejected_lines": plan.rejected,
             },
             "stop_reasons": _positive(s.stop_reasons),
+            "stopped_reasons": _positive(s.stopped_reasons),
             "not_in_dataset": {"prompts": self.out_of_scope, **s.out_of_scope},
             "discarded_by_reason": _positive(s.discarded),
             "discarded_no_reasoning": s.discarded.get("no_reasoning", 0),
@@ -535,9 +543,24 @@ class Run:
             "prompt_seconds": round(s.prompt_seconds, 3),
             "invocations": self.invocation + 1,
             "stopped_by_budget": self.budget_stop,
+            "invocation": self._this_invocation(),
         }
         atomic_write_json(self.dir / "statistics.json", stats)
         return stats
+
+    def _this_invocation(self) -> dict:
+        """What this invocation ran: prompts, time, rate; retries, 429s and back-off at the endpoint."""
+        t = self.limiter.throttle() if self.limiter else Throttle()
+        ran = self.progress.done if self.progress else 0
+        seconds = time.time() - self.started
+        return {
+            "prompts": ran,
+            "seconds": round(seconds, 3),
+            "prompts_per_s": round(ran / seconds, 3) if seconds > 0 else 0.0,
+            "retries": t.retries,
+            "rate_limited": t.rate_limited,
+            "backoff_seconds": round(t.backoff_s, 3),
+        }
 
     def write_features(self) -> None:
         """The HF `datasets` features of this run's JSONL files (docs/training.md: loading with them)."""

@@ -21,6 +21,7 @@ class RunStats:
     partial: int = 0
     stopped: int = 0  # kept, neither completed nor partial (e.g. max_turns)
     stop_reasons: Counter = field(default_factory=Counter)  # kept: stop reason -> prompts
+    stopped_reasons: Counter = field(default_factory=Counter)  # the stopped ones among them (e.g. max_turns)
     discarded: Counter = field(default_factory=Counter)
     failed: Counter = field(default_factory=Counter)  # error type -> still-failed prompts (set at the end)
     tools: dict[str, list[int]] = field(default_factory=dict)  # kept: name -> [count, failures]
@@ -86,6 +87,8 @@ class RunStats:
         self.partial += partial * n
         self.stopped += (not (completed or partial)) * n
         self.stop_reasons[rec.get("stop") or "unknown"] += n
+        if not (completed or partial):
+            self.stopped_reasons[rec.get("stop") or "unknown"] += n
         self.kept_turns += turns
         self.kept_reasoning_turns += reasoning_turns
         for name, (count, failures) in (rec.get("tools") or {}).items():
