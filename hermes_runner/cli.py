@@ -274,16 +274,17 @@ def _invocation(
     if error is not None:
         return ExitCode.CONFIG, stats
     if run.interrupted:
-        console.print("[yellow]Interrupted.[/] Run the same command again to finish the remaining prompts.")
+        say(console, "[yellow]Interrupted.[/] Run the same command again to finish the remaining prompts.")
         return ExitCode.INTERRUPTED, stats
     if run.endpoint_down:
         left = stats["prompts"]["pending"] + sum(stats["failed_by_error"].get(t, 0) for t in ENDPOINT_DOWN_ERRORS)
-        console.print(f"Stopped: {run.endpoint_down}", style="bold red", markup=False)
-        console.print(f"{left} prompts left to run: fix the endpoint, then run the same command again.")
+        say(console, f"Stopped: {run.endpoint_down}", style="bold red", markup=False)
+        say(console, f"{left} prompts left to run: fix the endpoint, then run the same command again.")
         return ExitCode.ENDPOINT_DOWN, stats
     if run.budget_stop:
-        console.print(
-            f"[yellow]Stopped by budget[/]: {run.budget_stop}. Run the same command with a higher limit to continue."
+        say(
+            console,
+            f"[yellow]Stopped by budget[/]: {run.budget_stop}. Run the same command with a higher limit to continue.",
         )
         return ExitCode.BUDGET, stats
     if (warning := nothing_kept(stats)) is not None:

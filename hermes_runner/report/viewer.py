@@ -14,8 +14,8 @@ MAX_TRAJECTORIES = 500
 MAX_CHARS = 4000  # per message text in the viewer
 TRAJECTORY_BUDGET = 40_000  # characters per trajectory; texts past it are cut shorter
 SHORT_CHARS = 400
-RAW_CHARS = 1000  # per string in the raw-JSON tab (its texts are in the conversation tab already)
-RAW_BUDGET = 12_000
+RAW_CHARS = 500  # per string in the raw-JSON tab (its texts are in the conversation tab already)
+RAW_BUDGET = 6_000  # characters of a raw entry before its strings are cut to SHORT_CHARS
 MAX_TIMELINE = 500  # calls shown per trajectory
 
 
