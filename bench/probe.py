@@ -35,7 +35,7 @@ def prepare(cfg_path: str) -> dict:
     from pathlib import Path
 
     from bench.common import compose
-    from hermes_runner.runner import Run
+    from hermes_runner.run.invocation import Run
 
     spec = json.loads(Path(cfg_path).read_text())
     cfg = compose(spec["overrides"])

@@ -129,11 +129,11 @@ def run_level(
 def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     """A run dir whose ledger holds `n` finished (ok) entries, written through the store API."""
     from bench.common import compose
-    from hermes_runner.agent import SessionResult
+    from hermes_runner.agent.loop import SessionResult
     from hermes_runner.dataset import Prompt, read_prompts
+    from hermes_runner.run.record import _summary, classify
     from hermes_runner.rundir.manifest import write_manifest
     from hermes_runner.rundir.store import RunStore
-    from hermes_runner.runner import _summary, classify
     from hermes_runner.tools.backends import unavailable
     from hermes_runner.tools.catalog import tool_names, tools_for
     from hermes_runner.trajectory import entry as entries

@@ -3,10 +3,11 @@
 The map (issue 17 is moving the flat modules into these rooms; `lint-imports` checks the rule, see pyproject.toml):
 
     cli.py          the Hydra job: compose, run, print the plan and the summary, exit code
-    runner.py ...   the invocation's lifecycle, plan, budget, progress, estimate (later: run/)
+    run/            one invocation: prepare, drive, record, finalize (invocation), record, outputs, plan, budget,
+                    progress, estimate (+ the dry run), discards
     report/         the HTML report: page, summary, plots, svg, viewer, assets/ (reads data, never code)
-    executor*.py    local and Ray executors (later: executors/)
-    agent.py, session.py, worker.py   the agent loop and one prompt's session (later: agent/)
+    executors/      local and Ray executors: base Protocols, factory in __init__, one module per backend
+    agent/          the agent loop (loop), one prompt's session (session), what a worker process needs (worker)
     tools/          the tools and toolsets; tools/backends/ the services they need (fetch, browser, search, ...)
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
     model/          the ChatModel Protocol (base), the OpenAI client, reasoning, rate limits, local serving

@@ -1,12 +1,10 @@
-"""The job behind `run.py`: turn a composed config into a run and report it."""
+"""The job behind `run.py`: turn a composed config into a run (run/) and print it: the plan, the summary, the
+closing lines and the exit code. Only this module prints."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import sys
-import time
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -18,17 +16,17 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from hermes_runner import distributions
-from hermes_runner.config import DistributionConfig, RunConfig, check, check_keys
-from hermes_runner.discards import nothing_kept
-from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, StorageFull
-from hermes_runner.plan import Plan
+from hermes_runner.config import DistributionConfig, RunConfig, as_container, check_keys
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode
 from hermes_runner.report.page import write_report_quietly
-from hermes_runner.rundir.manifest import end_invocation, start_invocation
+from hermes_runner.run import invocation
+from hermes_runner.run.discards import nothing_kept
+from hermes_runner.run.invocation import InvocationResult, Stop
+from hermes_runner.run.plan import Plan
 from hermes_runner.rundir.store import RunDirBusy, prelock
-from hermes_runner.runner import Run
+from hermes_runner.tools import distributions
 from hermes_runner.util.console import FILE_ONLY
-from hermes_runner.util.redact import Redactor, redacting_logs
+from hermes_runner.util.redact import Redactor
 
 log = logging.getLogger("hermes_runner")
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -149,7 +147,7 @@ def print_summary(console: Console, stats: dict, run_dir: Path, retry_failed: bo
     )
     say(console, f"Trajectories: [bold]{run_dir / 'trajectories.jsonl'}[/] ({stats['trajectories']} entries)")
     say(console, f"Statistics:   {run_dir / 'statistics.json'}")
-    # (seam: a scored run's results table is printed after this summary, by the caller)
+    # (seam: a scored run's results table is printed after this summary, by print_result)
 
 
 def run_job(dcfg: DictConfig) -> int:
@@ -183,13 +181,9 @@ def _run_job(dcfg: DictConfig) -> int:
         return ExitCode.CONFIG
     hc = HydraConfig.get()
     overrides = list(hc.overrides.task)
-    redact = Redactor.from_sources(OmegaConf.to_container(dcfg, resolve=False), overrides, _container(cfg))
+    redact = Redactor.from_sources(OmegaConf.to_container(dcfg, resolve=False), overrides, as_container(cfg))
     code, _ = execute_run(cfg, Path(hc.runtime.output_dir), overrides, console, redact)
     return code
-
-
-def _container(cfg: RunConfig) -> object:
-    return OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True)
 
 
 def execute_run(
@@ -199,95 +193,39 @@ def execute_run(
     console: Console | None = None,
     redact: Redactor | None = None,
 ) -> tuple[int, dict | None]:
-    """Plan, run and finalize one invocation; return (exit code, statistics).
-
-    `redact`: the secrets to keep out of what is written (default: those the overrides and api_key_env name)."""
+    """`run.execute_run`, printed: the plan, the dry run or the summary and the report; (exit code, statistics)."""
     console = console or Console(soft_wrap=True)
-    redact = redact or Redactor.from_sources(overrides or [], _container(cfg))
-    with redacting_logs(redact):
-        try:
-            check(cfg)  # before anything is created
-        except ConfigError as exc:
-            log.error("%s", exc)
-            return ExitCode.CONFIG, None
-        run = Run(cfg, run_dir, overrides, redact)
-        try:
-            return _invocation(run, cfg, run_dir, overrides or [], console)
-        finally:
-            run.store.unlock()
+    result = invocation.execute_run(
+        cfg, run_dir, overrides, redact, on_plan=lambda plan: print_plan(console, cfg, plan, run_dir)
+    )
+    print_result(console, result, run_dir, cfg.retry_failed)
+    return result.code, result.stats
 
 
-def _invocation(
-    run: Run, cfg: RunConfig, run_dir: Path, overrides: list[str], console: Console
-) -> tuple[int, dict | None]:
-    started = time.time()
-    try:
-        plan = run.prepare()
-        if not cfg.dry_run:
-            start_invocation(run_dir, run.invocation, cfg, overrides, started, run.redact)
-    except ConfigError as exc:
-        log.error("%s", exc)
-        return ExitCode.CONFIG, None
-    except OSError as exc:
-        if not StorageFull.covers(exc):
-            raise
-        log.error("%s", StorageFull.of(exc, run_dir))
-        return ExitCode.STORAGE, None
-    print_plan(console, cfg, plan, run_dir)
-    if cfg.dry_run:
-        try:
-            console.print(asyncio.run(run.dry_run(plan)), markup=False)
-        except ConfigError as exc:
-            log.error("%s", exc)
-            return ExitCode.CONFIG, None
+def print_result(console: Console, result: InvocationResult, run_dir: Path, retry_failed: bool = True) -> None:
+    """The lines after the plan: the dry run's findings, or the summary, the report and why the run stopped."""
+    if result.dry_run is not None:
+        console.print(result.dry_run, markup=False)
         console.print("dry_run=true: nothing was run.")
-        return ExitCode.DONE, None
-    error: BaseException | None = None
-    stats: dict | None = None
-    run.install_signals()
-    try:
-        asyncio.run(run.execute(plan))
-    except ConfigError as exc:
-        log.error("%s", exc)
-        error = exc
-    except KeyboardInterrupt:  # Ctrl-C before the run's own handler is in place (e.g. model server starting)
-        run.interrupted = True
-    except OSError as exc:  # (the run catches its own write errors; this is a full disk seen elsewhere)
-        if not StorageFull.covers(exc):
-            raise
-        run._storage_failed(exc)
-    finally:
-        try:
-            with contextlib.suppress(StorageFull):
-                stats = run.finalize(plan)
-            with contextlib.suppress(OSError):
-                end_invocation(run_dir, run.invocation, started, time.time())
-        finally:
-            run.restore_signals()
-    if run.storage_error is not None:
-        log.error("%s", run.storage_error)
-        return ExitCode.STORAGE, stats
-    if error is None:
-        print_summary(console, stats, run_dir, cfg.retry_failed)
+    stats, code = result.stats, result.code
+    if stats is None or code == ExitCode.STORAGE:
+        return
+    if code != ExitCode.CONFIG:
+        print_summary(console, stats, run_dir, retry_failed)
+        # (seam: a scored run's results table goes here, after the summary)
     if (report := write_report_quietly(run_dir)) is not None:
         say(console, f"Report:       {report}")
-    if error is not None:
-        return ExitCode.CONFIG, stats
-    if run.interrupted:
+    if code == ExitCode.INTERRUPTED:
         say(console, "[yellow]Interrupted.[/] Run the same command again to finish the remaining prompts.")
-        return ExitCode.INTERRUPTED, stats
-    if run.endpoint_down:
+    elif code == ExitCode.ENDPOINT_DOWN:
         left = stats["prompts"]["pending"] + sum(stats["failed_by_error"].get(t, 0) for t in ENDPOINT_DOWN_ERRORS)
-        say(console, f"Stopped: {run.endpoint_down}", style="bold red", markup=False)
+        say(console, f"Stopped: {result.stops[Stop.endpoint_down]}", style="bold red", markup=False)
         say(console, f"{left} prompts left to run: fix the endpoint, then run the same command again.")
-        return ExitCode.ENDPOINT_DOWN, stats
-    if run.budget_stop:
+    elif code == ExitCode.BUDGET:
         say(
             console,
-            f"[yellow]Stopped by budget[/]: {run.budget_stop}. Run the same command with a higher limit to continue.",
+            f"[yellow]Stopped by budget[/]: {result.stops[Stop.budget]}. "
+            "Run the same command with a higher limit to continue.",
         )
-        return ExitCode.BUDGET, stats
-    if (warning := nothing_kept(stats)) is not None:
-        log.error("%s", warning)
-        return ExitCode.NOTHING_KEPT, stats
-    return (ExitCode.FAILED if stats["prompts"]["failed"] else ExitCode.DONE), stats
+    elif code == ExitCode.NOTHING_KEPT:
+        log.error("%s", nothing_kept(stats))

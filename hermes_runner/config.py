@@ -503,6 +503,11 @@ def _values(obj: object, path: list[str], prefix: str = "") -> list[tuple[str, o
     return [(full, getattr(obj, head), "None" in types[head])]
 
 
+def as_container(cfg: RunConfig) -> object:
+    """The config as plain dicts and lists (enums as their strings)."""
+    return OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True)
+
+
 def check(cfg: RunConfig) -> None:
     """Check every value rule before anything is created or started; raise ConfigError naming the keys."""
     problems = []

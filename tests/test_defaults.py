@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from hermes_runner.config import SERVED
-from hermes_runner.discards import NOTHING_KEPT
 from hermes_runner.errors import ConfigError
 from hermes_runner.model.serve import check_model, server_argv
+from hermes_runner.run.discards import NOTHING_KEPT
 
 from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_cli, run_inprocess, script, write_jsonl
 

@@ -263,7 +263,7 @@ def test_import_cut_short_by_a_crash_is_redone(make_cfg, tmp_path, run_dir, serv
 
 
 def test_dry_run_counts_the_import_and_changes_nothing(make_cfg, tmp_path, run_dir, server, hermes_dir):
-    from hermes_runner.runner import Run
+    from hermes_runner.run.invocation import Run
 
     before = foreign_copy(hermes_dir, run_dir)
     ds = write_jsonl(tmp_path / "d.jsonl", FOREIGN_ROWS)

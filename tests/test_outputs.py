@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from hermes_runner import distributions
 from hermes_runner.config import DistributionConfig
+from hermes_runner.tools import distributions
 from hermes_runner.tools.catalog import NOT_IN_HERMES, tool_names, tools_for
 
 from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl

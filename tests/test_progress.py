@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from hermes_runner.model.ratelimit import Throttle
-from hermes_runner.progress import RunProgress, short_name
+from hermes_runner.run.progress import RunProgress, short_name
 from hermes_runner.testing.scripted_server import ScriptedServer
 from hermes_runner.usage import Usage
 
@@ -74,7 +74,7 @@ def test_short_names_keep_both_ends() -> None:
 
 def test_plain_lines_off_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
     """Not a terminal: no live rows; a plain line every `every_percent` of the prompts or `interval_s`."""
-    with caplog.at_level(logging.INFO, logger="hermes_runner.progress"):
+    with caplog.at_level(logging.INFO, logger="hermes_runner.run.progress"):
         p = RunProgress("job", 40, console=Console(file=io.StringIO()), interval_s=0.2, every_percent=25, min_gap_s=0)
         assert not p.live
         with p:
@@ -111,7 +111,7 @@ def test_retries_are_one_periodic_line_not_one_per_event(caplog: pytest.LogCaptu
 
 
 def test_on_a_terminal_the_plain_lines_go_to_the_log_file_only(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="hermes_runner.progress"):
+    with caplog.at_level(logging.INFO, logger="hermes_runner.run.progress"):
         busy_run(terminal(100), every_percent=5, min_gap_s=0)
     assert caplog.records and all(getattr(r, "file_only", False) for r in caplog.records)
 

@@ -17,22 +17,22 @@ import os
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import hermes_runner
-from hermes_runner.budget import RunBudget
+from hermes_runner.agent.session import Failure, Outcome, SessionRunner
+from hermes_runner.agent.worker import WorkerSpec, session_runner
 from hermes_runner.config import ExecutorConfig, RateLimitConfig, RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError
 from hermes_runner.executors.base import Work
 from hermes_runner.executors.local import LocalExecutor
 from hermes_runner.model.ratelimit import EndpointLimiter
-from hermes_runner.session import Failure, Outcome, SessionRunner
-from hermes_runner.worker import WorkerSpec, session_runner
+from hermes_runner.usage import Usage
 
 try:
     import ray
@@ -151,7 +151,7 @@ def _connect(ecfg: ExecutorConfig, common: dict) -> None:
 class RayExecutor(LocalExecutor):
     """The LocalExecutor loop over `work` that runs each prompt on a Ray actor."""
 
-    def __init__(self, cfg: RunConfig, spec: WorkerSpec, budget: RunBudget | None = None):
+    def __init__(self, cfg: RunConfig, spec: WorkerSpec, on_usage: Callable[[Usage], None] | None = None):
         super().__init__(cfg.num_workers)
         ecfg = cfg.executor
         if ecfg.sessions_per_worker < 1:
@@ -160,7 +160,7 @@ class RayExecutor(LocalExecutor):
             raise ConfigError(f"executor.max_redispatch must be >= 0, not {ecfg.max_redispatch}")
         self.ecfg = ecfg
         self.spec = spec
-        self.budget = budget  # charged with each prompt's usage as it comes back
+        self.on_usage = on_usage  # told each prompt's usage as it comes back (the run's budget)
         self.per_actor = min(ecfg.sessions_per_worker, cfg.num_workers)
         self.slots: list[_Slot] = []
         self._changed = asyncio.Condition()
@@ -286,8 +286,8 @@ class RayExecutor(LocalExecutor):
                 ref = slot.actor.run.remote(prompt)
                 try:
                     outcome = await ref
-                    if self.budget:
-                        self.budget.charge(outcome.usage)
+                    if self.on_usage:
+                        self.on_usage(outcome.usage)
                     return outcome
                 except asyncio.CancelledError:
                     with contextlib.suppress(Exception):
@@ -319,9 +319,9 @@ def _failure(prompt: Prompt, error_type: str, error: str, started: float) -> Fai
 
 @asynccontextmanager
 async def ray_executor(
-    cfg: RunConfig, spec: WorkerSpec, budget: RunBudget | None = None
+    cfg: RunConfig, spec: WorkerSpec, on_usage: Callable[[Usage], None] | None = None
 ) -> AsyncIterator[tuple[RayExecutor, Work]]:
-    executor = RayExecutor(cfg, spec, budget)
+    executor = RayExecutor(cfg, spec, on_usage)
     try:
         await executor.start()
         yield executor, executor.work

@@ -9,7 +9,7 @@ import secrets
 
 from hermes_runner.errors import ToolError
 from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
-from hermes_runner.tools.images import EXTENSIONS, load_image, sniff
+from hermes_runner.tools.image_io import EXTENSIONS, load_image, sniff
 
 MAX_IMAGE_BYTES = 50_000_000
 

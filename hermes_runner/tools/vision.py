@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hermes_runner.errors import ModelCallError, ToolError
 from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
-from hermes_runner.tools.images import data_url, load_image
+from hermes_runner.tools.image_io import data_url, load_image
 
 PROMPT = "Fully describe and explain everything about this image, then answer the following question:\n\n{question}"
 

@@ -1,123 +1,89 @@
-"""A whole run: check, plan, execute, derive the outputs."""
+"""One invocation of a run: prepare, drive, record, signals, finalize; `execute_run` runs one start to end.
+
+It returns an `InvocationResult` (exit code, statistics, plan, why it stopped) and prints nothing: cli.py
+prints the plan, the summary and the closing lines.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
 import time
-from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
-from hermes_runner import distributions, estimate
-from hermes_runner.agent import AgentSettings, SessionResult
-from hermes_runner.budget import CURRENT_PROMPT, RunBudget
-from hermes_runner.config import HallucinatedToolPolicy, RunConfig
-from hermes_runner.dataset import Prompt, parse_json
-from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, StorageFull
+from hermes_runner.agent.loop import AgentSettings
+from hermes_runner.agent.session import Failure, Outcome
+from hermes_runner.agent.worker import WorkerSpec
+from hermes_runner.config import RunConfig, as_container, check
+from hermes_runner.dataset import Prompt, load_prefill
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, StorageFull
 from hermes_runner.executors import Executor, Work, open_executor
-from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.model.ratelimit import EndpointLimiter, Throttle
 from hermes_runner.model.serve import check_model, serving
-from hermes_runner.plan import Plan, make_plan, pending
-from hermes_runner.progress import RunProgress
+from hermes_runner.run import estimate, outputs
+from hermes_runner.run.budget import CURRENT_PROMPT, RunBudget
+from hermes_runner.run.discards import nothing_kept
+from hermes_runner.run.plan import Plan, make_plan, pending
+from hermes_runner.run.progress import RunProgress
+from hermes_runner.run.record import _summary, classify
 from hermes_runner.rundir import hermes_import
-from hermes_runner.rundir.manifest import now, open_run, past_durations, write_manifest
+from hermes_runner.rundir.manifest import end_invocation, open_run, past_durations, start_invocation, write_manifest
 from hermes_runner.rundir.stats import RunStats
 from hermes_runner.rundir.store import (
     CallLog,
+    LedgerState,
     Ref,
     RunDirBusy,
     RunStore,
-    atomic_write,
-    atomic_write_json,
     dumps_line,
     remove_stale_temps,
-    with_prompt_index,
 )
-from hermes_runner.sandbox import make_backend
-from hermes_runner.session import Failure, Outcome
 from hermes_runner.tools import backends as tool_services
+from hermes_runner.tools import distributions
 from hermes_runner.tools.catalog import stats_names, tool_names, toolset_names
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.usage import Usage
-from hermes_runner.util import fastjson
-from hermes_runner.util.redact import Redactor
-from hermes_runner.worker import WorkerSpec
+from hermes_runner.util.redact import Redactor, redacting_logs
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_EVERY_S = 10.0
 
 
-def load_prefill(path: str | None) -> list[dict]:
-    if not path:
-        return []
-    if Path(path).is_dir():
-        raise ConfigError(f"prefill_messages_file is a directory, not a JSON file: {path}")
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"prefill_messages_file not found: {path}") from None
-    except OSError as exc:
-        raise ConfigError(f"prefill_messages_file {path} cannot be read: {exc.strerror or exc}") from None
-    data, reason = parse_json(raw)
-    if reason:
-        raise ConfigError(f"prefill_messages_file {path} is unusable: {reason}")
-    if not isinstance(data, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in data
-    ):
-        raise ConfigError(f"prefill_messages_file {path} must hold a JSON list of {{role, content}} messages")
-    return data
+class Stop(str, Enum):
+    """Why no new prompt starts (in-flight prompts finish; those not started stay pending)."""
+
+    endpoint_down = "endpoint_down"  # the endpoint refused connections or credentials
+    budget = "budget"  # limits.max_cost_usd or limits.max_tokens_total reached
 
 
-def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int) -> dict:
-    rec = {
-        "key": key,
-        "index": index,
-        "inv": invocation,
-        "ts": now(),
-        "api_calls": res.api_calls,
-        "retries": res.retries,
-        "duration_s": round(res.duration_s, 3),
-        "toolsets": res.toolsets,
-        "usage": res.usage.as_dict(),
-    }
-    return rec
+_STOP_LOG = {
+    Stop.endpoint_down: (logging.ERROR, "no new prompt starts, the model endpoint can serve none: %s"),
+    Stop.budget: (logging.WARNING, "budget: %s; no new prompt starts, in-flight prompts finish"),
+}
 
 
-def classify(res: SessionResult, cfg: RunConfig, names: list[str]) -> tuple[str, str | None, dict]:
-    """Apply the filters: (status, discard reason, stats summary)."""
-    turns, with_r = entries.reasoning_turns(res)
-    unknown = Counter(n for n, _ in res.tool_calls if n not in set(names))
-    tools: dict[str, list[int]] = {}
-    for name, ok in res.tool_calls:
-        if name in unknown:
-            continue
-        t = tools.setdefault(name, [0, 0])
-        t[0] += 1
-        t[1] += not ok
-    summary = {
-        "completed": res.completed, "partial": res.partial, "stop": res.stop_reason,
-        "turns": turns, "reasoning_turns": with_r, "tools": tools, "unknown_tools": dict(unknown),
-    }  # fmt: skip
-    if cfg.filters.require_reasoning and with_r == 0:
-        return "discarded", "no_reasoning", summary
-    if unknown and cfg.filters.hallucinated_tools == HallucinatedToolPolicy.drop:
-        return "discarded", "hallucinated_tool", summary
-    return "ok", None, summary
+@dataclass
+class InvocationResult:
+    """What one invocation did, for the CLI to print."""
 
-
-def _positive(counts: Counter) -> dict:
-    """The entries above zero (outcomes taken back for rows no longer in the dataset leave zeros)."""
-    return {k: v for k, v in counts.items() if v > 0}
+    code: ExitCode
+    stats: dict | None = None  # statistics.json (+ "trajectories": entries written); None if nothing ran
+    plan: Plan | None = None
+    dry_run: str | None = None  # the dry run's findings (dry_run=true)
+    interrupted: bool = False  # Ctrl-C / SIGTERM stopped it
+    stops: dict[Stop, str] = field(default_factory=dict)  # why no new prompt started any more
 
 
 class Run:
-    """State of one invocation of a run."""
+    """State of one invocation of a run: prepare, execute (drive, record), signals, finalize."""
 
     def __init__(
         self, cfg: RunConfig, run_dir: Path, overrides: list[str] | None = None, redact: Redactor | None = None
@@ -135,9 +101,9 @@ class Run:
         self.names = tool_names()
         self.started = time.time()
         self.interrupted = False
-        self.budget_stop: str | None = None
-        self.endpoint_down: str | None = None  # the endpoint refused connections or credentials: the run stopped
+        self.stops: dict[Stop, str] = {}  # why no new prompt starts any more
         self.limiter: EndpointLimiter | None = None
+        self.budget: RunBudget | None = None
         self.executor: Executor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task | None = None
@@ -145,6 +111,12 @@ class Run:
         self.batch_left: dict[int, int] = {}  # open batches: prompts still to record (from _batch_total at first)
         self._first_batch = self._to_run = 0
         self.toolsets_dropped: dict[str, str] = {}  # toolset -> missing backend
+        # set by prepare():
+        self.fill: list[str] = []  # the tool_stats keys of the entries
+        self.prefill: list[dict] = []  # prefill_messages_file
+        self.invocation = -1  # this invocation's number in run.json
+        self.state: LedgerState | None = None  # what the ledger holds
+        self.plan_index: dict[str, int] = {}  # recorded key -> its index in the current dataset
 
     # -- setup -----------------------------------------------------------------------
 
@@ -227,24 +199,6 @@ class Run:
 
     # -- execution ---------------------------------------------------------------------
 
-    async def dry_run(self, plan: Plan) -> str:
-        """Check images, endpoint and model with one probe; estimate what the run will cost."""
-        cfg, lines = self.cfg, []
-        async with serving(cfg.model, self.dir) as served_url:
-            backend = make_backend(cfg.sandbox, cfg.run_name, str(self.dir))
-            unavailable = await backend.start(set(plan.images))
-            await backend.shutdown()
-            for image, reason in unavailable.items():
-                lines.append(f"image {image} unavailable ({plan.images[image]} prompts would fail): {reason}")
-            model = OpenAIChatModel(cfg.model, cfg.provider, cfg.reasoning, cfg.max_tokens, base_url=served_url)
-            try:
-                lines.append(await estimate.probe(model))
-            finally:
-                await model.aclose()
-        chars = sum(len(p.prompt) for p, _ in pending(cfg, self.state, 0))
-        lines.append(estimate.describe(estimate.estimate(cfg, chars, plan.to_run, self.stats)))
-        return "\n".join(lines)
-
     async def execute(self, plan: Plan) -> None:
         self._loop, self._main = asyncio.get_running_loop(), asyncio.current_task()
         try:
@@ -259,7 +213,11 @@ class Run:
         async with serving(cfg.model, self.dir) as served_url:
             self.limiter = EndpointLimiter(cfg.model.rate_limit, cfg.num_workers)
             self.budget = RunBudget(
-                cfg.limits, self.spent(), self._budget_exhausted, record=self._record_call, invocation=self.invocation
+                cfg.limits,
+                self.spent(),
+                functools.partial(self._stop, Stop.budget),
+                record=self._record_call,
+                invocation=self.invocation,
             )
             settings = AgentSettings(
                 max_turns=cfg.max_turns,
@@ -282,13 +240,14 @@ class Run:
                 cfg.num_workers,
                 dict(self.toolsets_dropped),
             )
-            async with open_executor(cfg, spec, self.limiter, self.budget) as (executor, work):
+            hooks, tool_hooks = [self.limiter, self.budget], [self.budget.tools]
+            async with open_executor(cfg, spec, hooks, tool_hooks, self.budget.charge) as (executor, work):
                 self.executor = executor
                 await self._drive(plan, work)
 
     async def _drive(self, plan: Plan, work: Work) -> None:
         cfg = self.cfg
-        if self.interrupted or self.budget_stop:
+        if self.interrupted or Stop.budget in self.stops:
             return
         executor = self.executor
         self.limiter.on_concurrency = executor.set_limit
@@ -343,7 +302,7 @@ class Run:
         if isinstance(outcome, Failure):
             error = self.redact.text(outcome.error)
             if outcome.error_type in ENDPOINT_DOWN_ERRORS:
-                self._endpoint_down(error)
+                self._stop(Stop.endpoint_down, error)
             else:
                 log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, error)
             rec.update(error_type=outcome.error_type, error=error)
@@ -383,19 +342,12 @@ class Run:
         if self.progress:
             self.progress.advance(status, outcome.usage, self.executor.in_flight if self.executor else 0)
 
-    def _endpoint_down(self, error: str) -> None:
-        """Fail fast: no new prompt starts (those not started stay pending); said once."""
-        if not self.endpoint_down:
-            self.endpoint_down = error
-            log.error("no new prompt starts, the model endpoint can serve none: %s", error)
-        if self.executor:
-            self.executor.stop()
-
-    def _budget_exhausted(self, reason: str) -> None:
-        """No new prompt starts; in-flight prompts finish."""
-        if not self.budget_stop:
-            self.budget_stop = reason
-            log.warning("budget: %s; no new prompt starts, in-flight prompts finish", reason)
+    def _stop(self, why: Stop, reason: str) -> None:
+        """No new prompt starts (those not started stay pending, in-flight prompts finish); said once."""
+        if why not in self.stops:
+            self.stops[why] = reason
+            level, message = _STOP_LOG[why]
+            log.log(level, message, reason)
         if self.executor:
             self.executor.stop()
 
@@ -443,110 +395,26 @@ class Run:
     # -- derived outputs -----------------------------------------------------------------
 
     def write_checkpoint(self) -> None:
-        idx = self.plan_index
-        by_status: dict[str, list[int]] = {"ok": [], "discarded": []}
-        for key, ref in list(self.state.terminal.items()):
-            if key in idx:
-                by_status[ref.status].append(idx[key])
-        failed = sorted(idx[k] for k in list(self.state.failed) if k in idx)
-        batch_stats = {
-            str(b): {"processed": sum(c.values()), **{s: c[s] for s in ("ok", "discarded", "failed")}}
-            for b, c in sorted(self.stats.batches.items())
-            if b >= 0 and sum(c.values()) > 0
-        }
-        atomic_write_json(
-            self.dir / "checkpoint.json",
-            {
-                "run_name": self.cfg.run_name,
-                "completed_prompts": sorted(by_status["ok"] + by_status["discarded"]),
-                "discarded_prompts": sorted(by_status["discarded"]),
-                "failed_prompts": failed,
-                "batch_stats": batch_stats,
-                "last_updated": now(),
-            },
-        )
-
-    def write_trajectories(self) -> int:
-        idx = self.plan_index
-        refs = sorted(
-            ((idx[k], k, r) for k, r in self.state.terminal.items() if r.status == "ok" and k in idx),
-            key=lambda t: (t[0], t[1]),
-        )
-        handles: dict[str, int] = {}
-
-        foreign, layout = self.state.foreign, self.cfg.output.layout
-
-        def lines() -> Iterator[bytes]:
-            for index, key, ref in refs:
-                line = self.store.read_entry(ref, handles)
-                if ref.file in foreign:  # the original runner's line: our keys and types, so the file loads as one
-                    row = entries.conform(fastjson.loads(line), key=key, tool_names=self.fill, layout=layout)
-                    line = dumps_line(row)
-                yield line if index == ref.index else with_prompt_index(line, index)
-
-        try:
-            atomic_write(self.dir / "trajectories.jsonl", lines())
-        finally:
-            for fd in handles.values():
-                os.close(fd)
-        return len(refs)
+        outputs.write_checkpoint(self.dir, self.cfg.run_name, self.state, self.plan_index, self.stats)
 
     def write_statistics(self, plan: Plan) -> dict:
-        s, idx = self.stats, self.plan_index
-        s.failed = Counter(r.get("error_type", "Error") for k, r in self.state.failed.items() if k in idx)
-        calls = self._calls_now()
-        usage = self.spent()
-        durations = past_durations(self.dir) + (time.time() - self.started)
-        batches = sorted({int(p.stem.split("_")[1]) for p in self.dir.glob("batch_*.jsonl")})
-        stats = {
-            "run_name": self.cfg.run_name,
-            "distribution": self.cfg.distribution.name,
-            "model": self.cfg.model.name,
-            "batch_size": self.cfg.batch_size,
-            "total_prompts": plan.total,
-            "total_batches": len(batches),
-            "completed_at": now(),
-            "duration_seconds": round(durations, 3),
-            "prompts": {
-                "total": plan.total,
-                "ok": s.ok,
-                "completed": s.completed,
-                "partial": s.partial,
-                "stopped": s.stopped,
-                "discarded": sum(s.discarded.values()),
-                "failed": sum(s.failed.values()),
-                "pending": max(0, plan.total - s.ok - sum(s.discarded.values()) - sum(s.failed.values())),
-                "rejected_lines": plan.rejected,
-            },
-            "stop_reasons": _positive(s.stop_reasons),
-            "stopped_reasons": _positive(s.stopped_reasons),
-            "not_in_dataset": {"prompts": self.out_of_scope, **s.out_of_scope},
-            "discarded_by_reason": _positive(s.discarded),
-            "discarded_no_reasoning": s.discarded.get("no_reasoning", 0),
-            "failed_by_error": dict(s.failed),
-            "tool_statistics": s.tool_statistics(self.names),
-            "unknown_tool_calls": _positive(s.unknown_tools),
-            "reasoning_statistics": s.reasoning_statistics(),
-            "reasoning_statistics_kept": s.reasoning_statistics(kept_only=True),
-            "toolsets_sampled": _positive(s.toolsets_sampled),
-            "toolsets_unavailable": self.toolsets_dropped,
-            "usage": usage.as_dict(),
-            "api_calls": s.api_calls + calls.unrecorded_api_calls,
-            "retries": s.retries + calls.unrecorded_errors,
-            "model_calls": {
-                "started": calls.started,
-                "answered": calls.answered,
-                "failed": calls.failed,
-                "unanswered": calls.unanswered,
-                "of_unrecorded_prompts": calls.unrecorded_api_calls,
-            },
-            "prompt_seconds": round(s.prompt_seconds, 3),
-            "invocations": self.invocation + 1,
-            "stopped_by_budget": self.budget_stop,
-            "invocation": self._this_invocation(),
-        }
-        atomic_write_json(self.dir / "statistics.json", stats)
-        return stats
+        return outputs.write_statistics(
+            self.dir,
+            self.cfg,
+            plan,
+            self.state,
+            self.plan_index,
+            self.stats,
+            calls=self._calls_now(),
+            usage=self.spent(),
+            duration_s=past_durations(self.dir) + (time.time() - self.started),
+            out_of_scope=self.out_of_scope,
+            tool_names=self.names,
+            toolsets_dropped=self.toolsets_dropped,
+            invocations=self.invocation + 1,
+            stopped_by_budget=self.stops.get(Stop.budget),
+            this_invocation=self._this_invocation(),
+        )
 
     def _this_invocation(self) -> dict:
         """What this invocation ran: prompts, time, rate; retries, 429s and back-off at the endpoint."""
@@ -562,21 +430,108 @@ class Run:
             "backoff_seconds": round(t.backoff_s, 3),
         }
 
-    def write_features(self) -> None:
-        """The HF `datasets` features of this run's JSONL files (docs/training.md: loading with them)."""
-        spec = entries.features(self.fill, self.cfg.output.layout)
-        atomic_write_json(self.dir / entries.FEATURES_FILE, spec)
-
     def finalize(self, plan: Plan) -> dict:
         """Write the derived files; on a full disk, the ones not written are rebuilt by the next run."""
         try:
             self.store.close()
             self.write_checkpoint()
-            self.write_features()
-            kept = self.write_trajectories()
+            outputs.write_features(self.dir, self.fill, self.cfg.output.layout)
+            kept = outputs.write_trajectories(
+                self.dir, self.store, self.state, self.plan_index, self.fill, self.cfg.output.layout
+            )
             stats = self.write_statistics(plan)
         except OSError as exc:
             self._storage_failed(exc)
             raise self.storage_error from None
         stats["trajectories"] = kept
         return stats
+
+
+def execute_run(
+    cfg: RunConfig,
+    run_dir: Path,
+    overrides: list[str] | None = None,
+    redact: Redactor | None = None,
+    on_plan: Callable[[Plan], None] | None = None,
+) -> InvocationResult:
+    """Plan, run and finalize one invocation; `on_plan` sees the plan before anything runs.
+
+    `redact`: the secrets to keep out of what is written (default: those the overrides and api_key_env name)."""
+    redact = redact or Redactor.from_sources(overrides or [], as_container(cfg))
+    with redacting_logs(redact):
+        try:
+            check(cfg)  # before anything is created
+        except ConfigError as exc:
+            log.error("%s", exc)
+            return InvocationResult(ExitCode.CONFIG)
+        run = Run(cfg, run_dir, overrides, redact)
+        try:
+            return _invocation(run, cfg, run_dir, overrides or [], on_plan)
+        finally:
+            run.store.unlock()
+
+
+def _invocation(
+    run: Run, cfg: RunConfig, run_dir: Path, overrides: list[str], on_plan: Callable[[Plan], None] | None
+) -> InvocationResult:
+    started = time.time()
+    try:
+        plan = run.prepare()
+        if not cfg.dry_run:
+            start_invocation(run_dir, run.invocation, cfg, overrides, started, run.redact)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return InvocationResult(ExitCode.CONFIG)
+    except OSError as exc:
+        if not StorageFull.covers(exc):
+            raise
+        log.error("%s", StorageFull.of(exc, run_dir))
+        return InvocationResult(ExitCode.STORAGE)
+    if on_plan is not None:
+        on_plan(plan)
+    if cfg.dry_run:
+        try:
+            found = asyncio.run(estimate.dry_run(cfg, run.dir, plan, run.state, run.stats))
+        except ConfigError as exc:
+            log.error("%s", exc)
+            return InvocationResult(ExitCode.CONFIG, plan=plan)
+        return InvocationResult(ExitCode.DONE, plan=plan, dry_run=found)
+    error: BaseException | None = None
+    stats: dict | None = None
+    run.install_signals()
+    try:
+        asyncio.run(run.execute(plan))
+    except ConfigError as exc:
+        log.error("%s", exc)
+        error = exc
+    except KeyboardInterrupt:  # Ctrl-C before the run's own handler is in place (e.g. model server starting)
+        run.interrupted = True
+    except OSError as exc:  # (the run catches its own write errors; this is a full disk seen elsewhere)
+        if not StorageFull.covers(exc):
+            raise
+        run._storage_failed(exc)
+    finally:
+        try:
+            with contextlib.suppress(StorageFull):
+                stats = run.finalize(plan)
+            with contextlib.suppress(OSError):
+                end_invocation(run_dir, run.invocation, started, time.time())
+        finally:
+            run.restore_signals()
+    result = InvocationResult(ExitCode.DONE, stats, plan, interrupted=run.interrupted, stops=dict(run.stops))
+    if run.storage_error is not None:
+        log.error("%s", run.storage_error)
+        result.code = ExitCode.STORAGE
+    elif error is not None:
+        result.code = ExitCode.CONFIG
+    elif run.interrupted:
+        result.code = ExitCode.INTERRUPTED
+    elif Stop.endpoint_down in run.stops:
+        result.code = ExitCode.ENDPOINT_DOWN
+    elif Stop.budget in run.stops:
+        result.code = ExitCode.BUDGET
+    elif nothing_kept(stats) is not None:
+        result.code = ExitCode.NOTHING_KEPT
+    elif stats["prompts"]["failed"]:
+        result.code = ExitCode.FAILED
+    return result

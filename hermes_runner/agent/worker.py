@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
-from hermes_runner.agent import AgentSettings
+from hermes_runner.agent.loop import AgentSettings
+from hermes_runner.agent.session import SessionRunner
 from hermes_runner.config import RunConfig
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.sandbox import make_backend
-from hermes_runner.session import SessionRunner
 from hermes_runner.tools import backends as tool_services
 
 log = logging.getLogger(__name__)

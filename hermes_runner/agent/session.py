@@ -8,13 +8,13 @@ import traceback
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from hermes_runner import distributions
-from hermes_runner.agent import Agent, AgentSettings, SessionResult
+from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
 from hermes_runner.config import RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import PromptTimeout
 from hermes_runner.model.base import ChatModel
 from hermes_runner.sandbox.base import SandboxBackend
+from hermes_runner.tools import distributions
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import tools_for
 from hermes_runner.usage import Usage

@@ -1,16 +1,21 @@
-"""Dry run: validate everything, probe the endpoint once, and estimate calls, tokens and cost."""
+"""The dry run: validate everything, probe the endpoint once, and estimate calls, tokens and cost."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import openai
 
 from hermes_runner.config import RunConfig
 from hermes_runner.errors import ConfigError
 from hermes_runner.model.client import OpenAIChatModel, connection_refused
+from hermes_runner.model.serve import serving
+from hermes_runner.run.plan import Plan, pending
 from hermes_runner.rundir.stats import RunStats
+from hermes_runner.rundir.store import LedgerState
+from hermes_runner.sandbox import make_backend
 from hermes_runner.tools.catalog import all_tools
 from hermes_runner.usage import Usage, has_prices, price_cost
 
@@ -93,4 +98,23 @@ def describe(e: Estimate) -> str:
         if e.observed_cost_per_prompt is not None:
             text += f", ~${e.observed_cost_per_prompt * e.prompts:.4f}"
         lines.append(text)
+    return "\n".join(lines)
+
+
+async def dry_run(cfg: RunConfig, run_dir: Path, plan: Plan, state: LedgerState, stats: RunStats) -> str:
+    """Check images, endpoint and model with one probe; estimate what the run will cost."""
+    lines = []
+    async with serving(cfg.model, run_dir) as served_url:
+        backend = make_backend(cfg.sandbox, cfg.run_name, str(run_dir))
+        unavailable = await backend.start(set(plan.images))
+        await backend.shutdown()
+        for image, reason in unavailable.items():
+            lines.append(f"image {image} unavailable ({plan.images[image]} prompts would fail): {reason}")
+        model = OpenAIChatModel(cfg.model, cfg.provider, cfg.reasoning, cfg.max_tokens, base_url=served_url)
+        try:
+            lines.append(await probe(model))
+        finally:
+            await model.aclose()
+    chars = sum(len(p.prompt) for p, _ in pending(cfg, state, 0))
+    lines.append(describe(estimate(cfg, chars, plan.to_run, stats)))
     return "\n".join(lines)

@@ -1,0 +1,48 @@
+"""A finished prompt's ledger record: the summary every outcome gets, and the filters that keep or discard it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hermes_runner.agent.loop import SessionResult
+from hermes_runner.agent.session import Failure
+from hermes_runner.config import HallucinatedToolPolicy, RunConfig
+from hermes_runner.rundir.manifest import now
+from hermes_runner.trajectory import entry as entries
+
+
+def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int) -> dict:
+    rec = {
+        "key": key,
+        "index": index,
+        "inv": invocation,
+        "ts": now(),
+        "api_calls": res.api_calls,
+        "retries": res.retries,
+        "duration_s": round(res.duration_s, 3),
+        "toolsets": res.toolsets,
+        "usage": res.usage.as_dict(),
+    }
+    return rec
+
+
+def classify(res: SessionResult, cfg: RunConfig, names: list[str]) -> tuple[str, str | None, dict]:
+    """Apply the filters: (status, discard reason, stats summary)."""
+    turns, with_r = entries.reasoning_turns(res)
+    unknown = Counter(n for n, _ in res.tool_calls if n not in set(names))
+    tools: dict[str, list[int]] = {}
+    for name, ok in res.tool_calls:
+        if name in unknown:
+            continue
+        t = tools.setdefault(name, [0, 0])
+        t[0] += 1
+        t[1] += not ok
+    summary = {
+        "completed": res.completed, "partial": res.partial, "stop": res.stop_reason,
+        "turns": turns, "reasoning_turns": with_r, "tools": tools, "unknown_tools": dict(unknown),
+    }  # fmt: skip
+    if cfg.filters.require_reasoning and with_r == 0:
+        return "discarded", "no_reasoning", summary
+    if unknown and cfg.filters.hallucinated_tools == HallucinatedToolPolicy.drop:
+        return "discarded", "hallucinated_tool", summary
+    return "ok", None, summary
