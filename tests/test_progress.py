@@ -110,6 +110,13 @@ def test_retries_are_one_periodic_line_not_one_per_event(caplog: pytest.LogCaptu
     ]
 
 
+def test_retries_reported_by_prompts_show_without_a_local_limiter() -> None:
+    """Under Ray the limiters live in the actors: the retries the prompts report still show."""
+    p = RunProgress("job", 10, console=Console(file=io.StringIO()))
+    p.advance("ok", Usage(), 0, retries=3)
+    assert p.counts().endswith("| retries 3") and p.endpoint().retries == 3
+
+
 def test_on_a_terminal_the_plain_lines_go_to_the_log_file_only(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="hermes_runner.run.progress"):
         busy_run(terminal(100), every_percent=5, min_gap_s=0)

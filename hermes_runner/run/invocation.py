@@ -340,7 +340,8 @@ class Run:
             del self.batch_left[batch]
             self.store.close_batch(batch)
         if self.progress:
-            self.progress.advance(status, outcome.usage, self.executor.in_flight if self.executor else 0)
+            in_flight = self.executor.in_flight if self.executor else 0
+            self.progress.advance(status, outcome.usage, in_flight, outcome.retries)
 
     def _stop(self, why: Stop, reason: str) -> None:
         """No new prompt starts (those not started stay pending, in-flight prompts finish); said once."""
@@ -418,7 +419,7 @@ class Run:
 
     def _this_invocation(self) -> dict:
         """What this invocation ran: prompts, time, rate; retries, 429s and back-off at the endpoint."""
-        t = self.limiter.throttle() if self.limiter else Throttle()
+        t = self.progress.endpoint() if self.progress else self.limiter.throttle() if self.limiter else Throttle()
         ran = self.progress.done if self.progress else 0
         seconds = time.time() - self.started
         return {

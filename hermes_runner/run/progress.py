@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -75,6 +76,7 @@ class RunProgress:
         self.started = time.monotonic()
         self.ok = self.discarded = self.failed = 0
         self.in_flight = 0
+        self.outcome_retries = 0  # retries the finished prompts reported
         self.usage = Usage()
         self._last_line = self.started
         self._last_done = 0
@@ -110,7 +112,7 @@ class RunProgress:
         if self.usage.cost_usd:
             projected = self.usage.cost_usd / self.done * self.total if self.done else 0.0
             text += f" ${self.usage.cost_usd:.4f} (projected ${projected:.4f})"
-        extra = self.throttle().describe()
+        extra = self.endpoint().describe()
         return text + (f" | {extra}" if extra else "")
 
     def status_row(self) -> Text:
@@ -147,7 +149,13 @@ class RunProgress:
         if self.done != self._last_done:
             self._emit()  # the last line: where the run ended
 
-    def advance(self, status: str, usage: Usage, in_flight: int) -> None:
+    def endpoint(self) -> Throttle:
+        """The limiter's view, with at least the retries the finished prompts reported (a limiter in
+        another process, e.g. Ray actors', is not seen here)."""
+        t = self.throttle()
+        return replace(t, retries=self.outcome_retries) if t.retries < self.outcome_retries else t
+
+    def advance(self, status: str, usage: Usage, in_flight: int, retries: int = 0) -> None:
         if status == "ok":
             self.ok += 1
         elif status == "discarded":
@@ -155,6 +163,7 @@ class RunProgress:
         else:
             self.failed += 1
         self.usage.add(usage)
+        self.outcome_retries += retries
         self.in_flight = in_flight
         self._progress.update(self._task, advance=1)
         self.tick()
@@ -178,7 +187,7 @@ class RunProgress:
         self._last_line, self._last_done = time.monotonic(), self.done
         extra = {} if not self.live else {FILE_ONLY: True}  # on a terminal the rows show it; run.log gets it
         log.info("%s", self.line(), extra=extra)
-        t = self.throttle()
+        t = self.endpoint()
         retries, limited, conc = self._last_events
         if (t.retries, t.rate_limited, t.concurrency) != (retries, limited, conc or t.max_concurrency):
             log.info(
