@@ -129,7 +129,7 @@ def run_level(
 def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     """A run dir whose ledger holds `n` finished (ok) entries, written through the store API."""
     from bench.common import compose
-    from hermes_runner.agent.loop import SessionResult
+    from hermes_runner.agent.loop import SessionResult, StopReason
     from hermes_runner.dataset import Prompt, read_prompts
     from hermes_runner.run.record import _summary, classify
     from hermes_runner.rundir.manifest import write_manifest
@@ -158,7 +158,7 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
         {"role": "tool", "tool_call_id": "call_0", "name": "terminal", "content": '{"output": "hello\\n", "exit_code": 0, "error": null}'},
         {"role": "assistant", "content": "The answer is hello.", "reasoning": "The command worked; I can answer."},
     ]  # fmt: skip
-    res.completed, res.stop_reason, res.api_calls = True, "final_answer", 2
+    res.stop_reason, res.api_calls = StopReason.final_answer, 2
     res.tool_calls = [("terminal", True)]
     res.usage = Usage(prompt_tokens=900, completion_tokens=60, total_tokens=960)
     status, _, summary = classify(res, cfg, names)

@@ -1,24 +1,37 @@
 """hermes-runner: a Hydra-configured batch runner for tool-using LLM agents.
 
-The map (issue 17 is moving the flat modules into these rooms; `lint-imports` checks the rule, see pyproject.toml):
+Where things live (one room per job; the rooms are listed from the top of the house down):
 
-    cli.py          the Hydra job: compose, run, print the plan and the summary, exit code
-    run/            one invocation: prepare, drive, record, finalize (invocation), record, outputs, plan, budget,
+    room            what is in it
+    cli.py          the Hydra job: compose -> run.execute_run -> print the plan, the summary, the exit code
+    run/            one invocation: invocation (prepare, drive, record, signals, finalize; execute_run), record
+                    (filters + ledger record), outputs (checkpoint, trajectories, statistics), plan, budget,
                     progress, estimate (+ the dry run), discards
-    report/         the HTML report: page, summary, plots, svg, viewer, assets/ (reads data, never code)
-    executors/      local and Ray executors: base Protocols, factory in __init__, one module per backend
-    agent/          the agent loop (loop), one prompt's session (session), what a worker process needs (worker)
-    tools/          the tools and toolsets; tools/backends/ the services they need (fetch, browser, search, ...)
+    report/         the HTML report: page, __main__, summary, plots, svg, viewer, assets/ (reads data, never code)
+    executors/      keep num_workers sessions in flight: base (Executor, Work), local, ray; open_executor
+    agent/          loop (Agent, StopReason, SessionResult), session (one prompt, errors as Failures), worker
+    tools/          base (Tool, ToolContext, @tool), catalog (the toolsets), one module per toolset,
+                    distributions, image_io; backends/ the services tools need (fetch, browser, search, ...)
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
-    model/          the ChatModel Protocol (base), the OpenAI client, reasoning, rate limits, local serving
+    model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve
     sandbox/        where tool commands run: base Protocols, factory in __init__, one module per backend
     rundir/         the run directory on disk: layout (file names), store, manifest, stats, reader, merge
-    dataset.py, usage.py, util/   vocabulary: prompts, token usage and cost, JSON/console/redaction helpers
-    config.py, errors.py          every config option and every exception type
+    dataset.py      JSONL -> Prompt; the prefill messages file
+    usage.py        token usage and its cost
+    util/           fast JSON, the console and its log handler, secret redaction
+    config.py       every option (structured configs; value checks in `check`)
+    errors.py       every exception type and the exit codes, with the control-flow table
     testing/        the scripted OpenAI-compatible server for tests and benches (the product never imports it)
+    export.py, merge.py, scripted_server.py   the `python -m` addresses kept for users (3-line shims)
 
-Rule: a room imports only the rooms below it in this list's layers (cli > run | report > executors > agent >
-tools | trajectory > model | sandbox | rundir > dataset | usage | util > config > errors).
+Import rule (`lint-imports` checks it, contracts in pyproject.toml): a room imports only rooms on lower lines
+of this stack, and rooms on one line do not import each other:
+
+    cli > run | report > executors > agent > tools | trajectory > model | sandbox | rundir
+        > dataset | usage | util > config : errors
+
+report/ and trajectory/ import no agent, model, tools or executors; tools/backends/ never imports the rest of
+tools/; executors/ get the run's meters as hooks and an `on_usage` callback; nothing imports testing/.
 """
 
 __version__ = "0.1.0"

@@ -17,13 +17,13 @@ from rich.table import Table
 from rich.text import Text
 
 from hermes_runner.config import DistributionConfig, RunConfig, as_container, check_keys
-from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, RunDirBusy
 from hermes_runner.report.page import write_report_quietly
 from hermes_runner.run import invocation
 from hermes_runner.run.discards import nothing_kept
 from hermes_runner.run.invocation import InvocationResult, Stop
 from hermes_runner.run.plan import Plan
-from hermes_runner.rundir.store import RunDirBusy, prelock
+from hermes_runner.rundir.store import prelock
 from hermes_runner.tools import distributions
 from hermes_runner.util.console import FILE_ONLY
 from hermes_runner.util.redact import Redactor

@@ -1,4 +1,22 @@
-"""The few exception types that steer control flow."""
+"""Every exception type of the runner, and the exit codes.
+
+Where each one goes (control flow):
+
+    exception                      raised by                      caught by -> what happens
+    ConfigError (+ForeignRunDir)   config.check, prepare, ...     cli / run.invocation -> exit 2, nothing runs
+    RunDirBusy                     rundir.store lock              cli (RunDirGuard), Run.prepare -> exit 2
+    StorageFull                    run.invocation (an OSError)    run.invocation -> drain, exit 5, rerun resumes
+    EndpointDown (Refused, Auth)   model.client                   agent.session -> Failure; Run stops new prompts,
+                                                                  exit 4; the next run retries those failures
+    ModelCallError, EmptyResponse,
+    MalformedReply, BrokenStream   model.client (retried first)   agent.session -> the prompt fails (ledger)
+    PromptTimeout, ImageUnavailable,
+    SandboxError                   agent.session, sandbox/        agent.session -> the prompt fails (ledger)
+    ToolError (+BlockedURL)        tools/                         agent.loop -> the message is the tool result
+    Refused                        tools.backends.egress          the egress proxy -> an HTTP error reply
+    NotARunDir, ExportError        rundir.reader, trajectory      report / export commands -> an error message
+                                   .export
+"""
 
 from __future__ import annotations
 
@@ -33,6 +51,18 @@ class ForeignRunDirError(ConfigError):
 
 class ToolError(RunnerError):
     """An expected tool failure; its message goes back to the model as the tool result."""
+
+
+class BlockedURL(ToolError):
+    """The URL is not one a tool may fetch (tools/backends/netguard)."""
+
+
+class Refused(RunnerError):
+    """The egress proxy refuses a request (tools/backends/egress); `status` is the HTTP status it answers."""
+
+    def __init__(self, message: str, status: int = 403):
+        super().__init__(message)
+        self.status = status
 
 
 class SandboxError(RunnerError):
@@ -85,8 +115,20 @@ class PromptTimeout(RunnerError):
     """A prompt exceeded its wall-clock limit."""
 
 
-class PromptBudgetExceeded(RunnerError):
-    """A prompt exceeded its token or cost limit."""
+class ImageUnavailable(RunnerError):
+    """The prompt's container image could not be found or pulled; the prompt fails."""
+
+
+class RunDirBusy(RunnerError):
+    """Another live process holds the run directory (rundir/store's lock); the run does not start."""
+
+
+class NotARunDir(RunnerError):
+    """The directory holds neither a run nor a sweep of runs (the report, the export)."""
+
+
+class ExportError(RunnerError):
+    """The export cannot be made (missing library, no token, nothing to export)."""
 
 
 class StorageFull(RunnerError):

@@ -59,7 +59,7 @@ def test_chromium_traffic_is_checked_hop_by_hop(server, local_site, tmp_path):
     async def body(ctx):
         svc = ctx.services["browser"]
         svc.egress = EgressProxy(is_allowed=lambda addr: addr == "127.0.0.1")  # 127.0.0.1 plays a public host
-        s = await svc.session(ctx)
+        s = await svc.session(ctx.state, ctx.on_close)
         local_site.hits.clear()
         ok = await s.page.goto(local_site.url("/form.html"))
         ok_title = await s.page.title()

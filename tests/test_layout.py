@@ -1,4 +1,5 @@
-"""The layout's import rule at run time: the report and the trajectory format load no agent and no OpenAI client."""
+"""The layout's import rule at run time: the report and the trajectory format load no agent, tools, model,
+executors or run code, and no OpenAI client."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ pkg = importlib.import_module(sys.argv[1])
 for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
     if not m.name.endswith("__main__"):
         importlib.import_module(m.name)
-loaded = sorted(n for n in sys.modules if n.split(".")[0] == "openai" or n.startswith("hermes_runner.agent"))
+code = ("hermes_runner.agent", "hermes_runner.tools", "hermes_runner.model", "hermes_runner.executors")
+loaded = sorted(
+    n for n in sys.modules
+    if n.split(".")[0] == "openai" or n.startswith(code) or n.split(".")[:2] == ["hermes_runner", "run"]
+)
 print(" ".join(loaded))
 """
 

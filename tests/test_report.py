@@ -23,6 +23,8 @@ from selenium.webdriver.support.ui import Select
 
 from hermes_runner.report.page import build_report
 from hermes_runner.report.page import main as report_main
+from hermes_runner.report.summary import UNKNOWN_TOOLSET, Job, toolset_usage
+from hermes_runner.rundir.reader import RunData
 from hermes_runner.testing.scripted_server import ScriptedServer
 
 from tests.helpers.machine import require
@@ -499,3 +501,17 @@ def test_rewards_sort_and_scores_show(sample: Path, tmp_path: Path, browser: web
     scores = detail.find_element(By.CSS_SELECTOR, ".scores")
     assert "exact_match" in scores.text and "length" in scores.text and f"reward {kept[0]:.3f}" in scores.text.lower()
     assert "checked" in scores.text and scores.find_elements(By.CSS_SELECTOR, ".score.passed, .score.failed")
+
+
+def test_toolset_usage_reads_the_tool_map_of_run_json(sample: Path, tmp_path: Path) -> None:
+    # The report knows no tools: run.json says which toolset each tool is of; a run dir without it says "unknown".
+    manifest = json.loads((sample / "run.json").read_text())
+    assert manifest["tool_toolsets"]["terminal"] == "terminal" and manifest["tool_toolsets"]["read_file"] == "file"
+    names, series = toolset_usage(Job("sample", RunData.load(sample)))
+    assert "terminal" in names and series["used %"][names.index("terminal")] > 0 and UNKNOWN_TOOLSET not in names
+    old = tmp_path / "old"
+    shutil.copytree(sample, old)
+    del manifest["tool_toolsets"]
+    (old / "run.json").write_text(json.dumps(manifest))
+    names, series = toolset_usage(Job("old", RunData.load(old)))
+    assert series["used %"][names.index(UNKNOWN_TOOLSET)] > 0 and series["used %"][names.index("terminal")] == 0

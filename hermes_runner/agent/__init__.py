@@ -1,7 +1,7 @@
 """The agent: the loop (model call, tools, repeat), one prompt's session around it, and what a worker process
 needs to run sessions. It may import tools/, model/, sandbox/ and the vocabulary, never executors/ or run/."""
 
-from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
+from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult, StopReason
 from hermes_runner.agent.session import Failure, Outcome, SessionRunner
 from hermes_runner.agent.worker import WorkerSpec, session_runner
 
@@ -12,6 +12,7 @@ __all__ = [
     "Outcome",
     "SessionResult",
     "SessionRunner",
+    "StopReason",
     "WorkerSpec",
     "session_runner",
 ]

@@ -7,6 +7,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ToolError
@@ -38,16 +39,36 @@ class AgentSettings:
     log_prefix_chars: int = 100
 
 
+class StopReason(StrEnum):
+    """Why a conversation ended; the value is what the data records (`stop` in the ledger, `stop_reason`)."""
+
+    final_answer = "final_answer"  # a reply without tool calls: completed
+    length = "length"  # output cut by the length limit: partial
+    invalid_tool_calls = "invalid_tool_calls"  # max_invalid_tool_turns rounds of invalid calls: partial
+    token_limit = "token_limit"  # limits.prompt_max_tokens reached: partial
+    cost_limit = "cost_limit"  # limits.prompt_max_cost_usd reached: partial
+    max_turns = "max_turns"  # max_turns calls, still calling tools: stopped (neither completed nor partial)
+
+    @property
+    def completed(self) -> bool:
+        return self is StopReason.final_answer
+
+    @property
+    def partial(self) -> bool:
+        return self in _PARTIAL
+
+
+_PARTIAL = frozenset({StopReason.length, StopReason.invalid_tool_calls, StopReason.token_limit, StopReason.cost_limit})
+
+
 @dataclass
 class SessionResult:
     prompt: Prompt
     tools: list[Tool]  # the tools the model was offered
     toolsets: list[str]
     history: list[dict] = field(default_factory=list)  # user, assistant and tool messages
-    completed: bool = False  # ended with a final answer
-    partial: bool = False  # stopped early: repeated invalid calls or output cut by length
     api_calls: int = 0
-    stop_reason: str = ""
+    stop_reason: StopReason | str = ""  # "" until the conversation ends
     tool_calls: list[tuple[str, bool]] = field(default_factory=list)  # (tool name, ok) in call order
     usage: Usage = field(default_factory=Usage)
     retries: int = 0
@@ -90,6 +111,16 @@ class _Clock:
             call["exit"] = int(m.group(1))
         self.res.timeline.append(call)
 
+    @property
+    def completed(self) -> bool:
+        """Ended with a final answer."""
+        return isinstance(self.stop_reason, StopReason) and self.stop_reason.completed
+
+    @property
+    def partial(self) -> bool:
+        """Stopped early: output cut by length, repeated invalid calls, or the prompt's token or cost limit."""
+        return isinstance(self.stop_reason, StopReason) and self.stop_reason.partial
+
 
 def _count(res: SessionResult, reply: Completion) -> None:
     """What one answered call adds to the session: the call, its retries and usage, the model that answered."""
@@ -128,14 +159,14 @@ class Agent:
                 msg = reply.message
                 res.history.append(msg)
                 if reply.finish_reason == "length":
-                    res.partial, res.stop_reason = True, "length"
+                    res.stop_reason = StopReason.length
                     break
                 calls = msg.get("tool_calls")
                 if not calls:
-                    res.completed, res.stop_reason = True, "final_answer"
+                    res.stop_reason = StopReason.final_answer
                     break
                 if over := self._over_budget(res):
-                    res.partial, res.stop_reason = True, over
+                    res.stop_reason = over
                     break
                 any_valid = False
                 for call in calls:
@@ -150,10 +181,10 @@ class Agent:
                     self._log(prompt, f"{name} -> {'ok' if result.ok else 'error'}: {result.content}")
                 invalid_streak = 0 if any_valid else invalid_streak + 1
                 if invalid_streak >= self.s.max_invalid_tool_turns:
-                    res.partial, res.stop_reason = True, "invalid_tool_calls"
+                    res.stop_reason = StopReason.invalid_tool_calls
                     break
             else:
-                res.stop_reason = "max_turns"
+                res.stop_reason = StopReason.max_turns
             if res.history[-1]["role"] == "tool":
                 await self._end_on_assistant(res, head, clock)
         finally:
@@ -177,7 +208,7 @@ class Agent:
         tool call it still makes is dropped); otherwise, or if that call fails or says nothing, the last
         round's tool results are trimmed and the row ends on the assistant turn that made the calls.
         The stop reason stays what it was."""
-        if self.s.final_summary and res.stop_reason == "max_turns":
+        if self.s.final_summary and res.stop_reason == StopReason.max_turns:
             try:
                 reply = await self._complete(
                     clock, [*head, *res.history, {"role": "user", "content": SUMMARY_REQUEST}], []
@@ -193,11 +224,11 @@ class Agent:
         while res.history and res.history[-1]["role"] == "tool":
             res.history.pop()
 
-    def _over_budget(self, res: SessionResult) -> str | None:
+    def _over_budget(self, res: SessionResult) -> StopReason | None:
         if self.s.max_tokens is not None and res.usage.total_tokens >= self.s.max_tokens:
-            return "token_limit"
+            return StopReason.token_limit
         if self.s.max_cost_usd is not None and res.usage.cost_usd >= self.s.max_cost_usd:
-            return "cost_limit"
+            return StopReason.cost_limit
         return None
 
     async def _call(self, call: dict, offered: dict[str, Tool], ctx: ToolContext) -> tuple[str, ToolResult, bool]:

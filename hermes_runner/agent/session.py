@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
 from hermes_runner.config import RunConfig
 from hermes_runner.dataset import Prompt
-from hermes_runner.errors import PromptTimeout
+from hermes_runner.errors import ImageUnavailable, PromptTimeout
 from hermes_runner.model.base import ChatModel
 from hermes_runner.sandbox.base import SandboxBackend
 from hermes_runner.tools import distributions
@@ -110,7 +110,3 @@ async def _close_task(ctx: ToolContext, sandbox) -> None:
         await ctx.aclose()
     finally:
         await sandbox.close()
-
-
-class ImageUnavailable(Exception):
-    """The prompt's container image could not be found or pulled."""

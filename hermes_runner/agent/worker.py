@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import SessionRunner
 from hermes_runner.config import RunConfig
+from hermes_runner.model.base import CallHook
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.sandbox import make_backend
 from hermes_runner.tools import backends as tool_services
@@ -37,7 +38,7 @@ class WorkerSpec:
 
 @asynccontextmanager
 async def session_runner(
-    spec: WorkerSpec, hooks: Sequence[object] = (), tool_hooks: Sequence[object] = ()
+    spec: WorkerSpec, hooks: Sequence[CallHook] = (), tool_hooks: Sequence[CallHook] = ()
 ) -> AsyncIterator[SessionRunner]:
     """Start the sandbox backend, the model client and the tool services; close all on exit.
 

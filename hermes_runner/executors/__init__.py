@@ -16,6 +16,7 @@ from hermes_runner.executors.local import LocalExecutor
 if TYPE_CHECKING:
     from hermes_runner.agent.worker import WorkerSpec
     from hermes_runner.config import RunConfig
+    from hermes_runner.model.base import CallHook
     from hermes_runner.usage import Usage
 
 __all__ = ["Executor", "LocalExecutor", "Work", "open_executor"]
@@ -25,8 +26,8 @@ __all__ = ["Executor", "LocalExecutor", "Work", "open_executor"]
 async def open_executor(
     cfg: RunConfig,
     spec: WorkerSpec,
-    hooks: Sequence[object],
-    tool_hooks: Sequence[object],
+    hooks: Sequence[CallHook],
+    tool_hooks: Sequence[CallHook],
     on_usage: Callable[[Usage], None],
 ) -> AsyncIterator[tuple[Executor, Work]]:
     """The configured executor and the `work` to map with it (one prompt -> one Outcome).

@@ -1,4 +1,5 @@
-"""What the rest of the house knows of a chat model: a completion and the `ChatModel` Protocol."""
+"""What the rest of the house knows of a chat model: a completion, the `ChatModel` Protocol and the `CallHook`
+that meters its calls."""
 
 from __future__ import annotations
 
@@ -21,3 +22,18 @@ class ChatModel(Protocol):
     async def complete(self, messages: list[dict], tools: list[dict]) -> Completion: ...
 
     async def aclose(self) -> None: ...
+
+
+class CallHook:
+    """Meters a model's calls (a rate limiter, the run's budget): told before each call and after it ends.
+
+    The defaults do nothing, so a hook overrides only what it meters."""
+
+    async def before_call(self, estimate_tokens: float = 0.0) -> None:
+        """Before a call (and before each retry); may wait (pacing). `estimate_tokens`: the request's size."""
+
+    def after_call(self, exc: BaseException | None, completion: Completion | None) -> None:
+        """After a call: its completion, or the exception it ended with."""
+
+    def on_retry(self, exc: BaseException | None) -> None:
+        """The call failed with `exc` and will be made again, after its back-off."""

@@ -1,18 +1,17 @@
-"""Chat model client: the official `openai` SDK on its aiohttp transport, retries through `tenacity` only."""
+"""Chat model client: the official `openai` SDK on its aiohttp transport, retries through `tenacity` only
+(model/retry.py); a streamed reply is added up by model/stream.py."""
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import os
-import time
 from collections.abc import Sequence
 from enum import Enum
 
 import httpx2
 import openai
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import RetryCallState
 
 from hermes_runner.config import ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import (
@@ -25,8 +24,10 @@ from hermes_runner.errors import (
     MalformedReply,
     ModelCallError,
 )
-from hermes_runner.model.base import ChatModel, Completion  # noqa: F401  (re-exported)
+from hermes_runner.model.base import CallHook, ChatModel, Completion  # noqa: F401  (re-exported)
 from hermes_runner.model.reasoning import split_reasoning
+from hermes_runner.model.retry import connection_refused, retrying
+from hermes_runner.model.stream import StreamAccumulator
 from hermes_runner.usage import Usage, fill_cost
 from hermes_runner.util import fastjson
 
@@ -34,19 +35,7 @@ CHAT_PATH = "/chat/completions"
 
 log = logging.getLogger(__name__)
 
-RETRYABLE_STATUS = {408, 409, 429}
 AUTH_STATUS = {401, 403}  # the credentials are refused: no prompt can run (a 403 for flagged input is not this)
-REFUSED_MAX_WAIT_S = 2.0  # waits between retries of a refused connection: 0.5 s, 1 s, 2 s, 2 s, ...
-
-
-def connection_refused(exc: BaseException | None) -> bool:
-    """Whether an error was caused by a refused connection (the SDK reports it as a connect timeout)."""
-    seen = 0
-    while exc is not None and seen < 16:
-        if isinstance(exc, ConnectionRefusedError):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
 
 
 def is_auth_error(exc: BaseException) -> bool:
@@ -54,54 +43,6 @@ def is_auth_error(exc: BaseException) -> bool:
         return False
     text = str(exc).lower()
     return not (exc.status_code == 403 and ("moderation" in text or "flagged" in text))
-
-
-def is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, (openai.APIConnectionError, EmptyResponse, MalformedReply)):  # includes APITimeoutError
-        return True
-    if isinstance(exc, BrokenStream):
-        return exc.status is None or exc.status in RETRYABLE_STATUS or exc.status >= 500
-    if isinstance(exc, openai.APIStatusError):
-        if exc.status_code == 429 and "exceeded your current quota" in str(exc).lower():
-            return False  # out of credit: waiting does not help
-        return exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
-    return False
-
-
-def retry_after_seconds(exc: BaseException | None) -> float | None:
-    """The server's requested delay (retry-after-ms, retry-after seconds or HTTP date)."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) / scale)
-        except ValueError:
-            parsed = email.utils.parsedate_to_datetime(value) if name == "retry-after" else None
-            if parsed is not None:
-                return max(0.0, parsed.timestamp() - time.time())
-    return None
-
-
-class RetryAfterWait:
-    """Wait what the server asks for (capped), else exponential backoff with jitter."""
-
-    def __init__(self, initial: float, cap: float):
-        self._cap = cap
-        self._backoff = wait_exponential_jitter(multiplier=initial, max=min(60.0, cap), jitter=initial)
-
-    def __call__(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if connection_refused(exc):
-            return min(0.5 * 2 ** (state.attempt_number - 1), REFUSED_MAX_WAIT_S, self._cap)
-        asked = retry_after_seconds(exc)
-        if asked is not None:
-            return min(asked, self._cap)
-        return self._backoff(state)
 
 
 def _normalize_tool_calls(raw: list | None) -> list[dict]:
@@ -157,78 +98,6 @@ def parse_completion(body: dict) -> Completion:
     return Completion(
         msg, choice.get("finish_reason"), usage, model=answered_by if isinstance(answered_by, str) else ""
     )
-
-
-class StreamAccumulator:
-    """Adds up the server-sent chunks of a streamed chat completion into one non-streamed body."""
-
-    def __init__(self) -> None:
-        self.text: dict[str, list[str]] = {"content": [], "reasoning": [], "reasoning_content": []}
-        self.details: dict[int, dict] = {}  # reasoning_details blocks by index
-        self.calls: dict[int, dict] = {}  # tool calls by index
-        self.finish_reason: str | None = None
-        self.usage: dict | None = None
-        self.choices = 0  # chunks that carried a choice
-        self.model: str | None = None  # the model that answered, as the chunks say
-
-    def add(self, chunk: dict) -> None:
-        """Take one chunk (the SDK's stream has already raised for a chunk that carries an `error`)."""
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        if isinstance(chunk.get("model"), str) and chunk["model"]:
-            self.model = chunk["model"]
-        for choice in chunk.get("choices") or []:
-            if choice.get("index", 0) != 0:
-                continue
-            self.choices += 1
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
-            delta = choice.get("delta") or {}
-            for name, parts in self.text.items():
-                piece = delta.get(name)
-                if isinstance(piece, str) and piece:
-                    parts.append(piece)
-            for i, block in enumerate(delta.get("reasoning_details") or []):
-                if isinstance(block, dict):
-                    _merge(self.details.setdefault(block.get("index", i), {}), block, ("text", "summary", "data"))
-            for i, call in enumerate(delta.get("tool_calls") or []):
-                acc = self.calls.setdefault(call.get("index", i), {"function": {}})
-                for key in ("id", "type"):
-                    if call.get(key) and not acc.get(key):
-                        acc[key] = call[key]
-                fn = call.get("function") or {}
-                name = fn.get("name")
-                if name and name != acc["function"].get("name"):  # some servers repeat the whole name
-                    acc["function"]["name"] = acc["function"].get("name", "") + name
-                args = fn.get("arguments")
-                if args:
-                    acc["function"]["arguments"] = acc["function"].get("arguments", "") + (
-                        args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-                    )
-
-    def body(self) -> dict:
-        """The equivalent non-streamed response body (for parse_completion)."""
-        if not self.choices:
-            return {"choices": [], "usage": self.usage}
-        msg: dict = {"role": "assistant", "content": "".join(self.text["content"]) or None}
-        for name in ("reasoning", "reasoning_content"):
-            if self.text[name]:
-                msg[name] = "".join(self.text[name])
-        if self.details:
-            msg["reasoning_details"] = [self.details[i] for i in sorted(self.details)]
-        if self.calls:
-            msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
-        choice = {"message": msg, "finish_reason": self.finish_reason}
-        return {"choices": [choice], "usage": self.usage, **({"model": self.model} if self.model else {})}
-
-
-def _merge(acc: dict, delta: dict, concat: tuple[str, ...]) -> None:
-    """Merge one delta into a block: the `concat` fields grow, the others take the latest value."""
-    for key, value in delta.items():
-        if key in concat and isinstance(value, str):
-            acc[key] = acc.get(key, "") + value
-        elif value is not None:
-            acc[key] = value
 
 
 def api_message(msg: dict) -> dict:
@@ -310,7 +179,7 @@ class OpenAIChatModel:
         max_tokens: int | None = None,
         pool_size: int = 100,
         base_url: str | None = None,
-        hooks: Sequence[object] = (),
+        hooks: Sequence[CallHook] = (),
     ):
         self.cfg = model
         self._params, self._extra = request_extras(model, provider, reasoning, max_tokens)
@@ -385,15 +254,8 @@ class OpenAIChatModel:
         content = fastjson.dumps(self.request_body(messages, tools))  # once, for every attempt
         retries = -1
         estimate = sum(len(str(m.get("content") or "")) for m in messages) / 4 + 1
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.cfg.max_retries + 1) | self._refused_long_enough,
-            wait=RetryAfterWait(self.cfg.retry_initial_wait_s, self.cfg.retry_max_wait_s),
-            retry=retry_if_exception(is_retryable),
-            reraise=True,
-            before_sleep=self._before_sleep,
-        )
         try:
-            async for attempt in retrying:
+            async for attempt in retrying(self.cfg, self._refused_long_enough, self._before_sleep):
                 with attempt:
                     retries += 1
                     for h in self.hooks:
@@ -435,9 +297,8 @@ class OpenAIChatModel:
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0
         log.debug("model call failed (%s); retry %d in %.2fs", _short(exc), state.attempt_number, wait)
-        for h in self.hooks:  # (hooks that count retries have `on_retry`: the endpoint limiter)
-            if (on_retry := getattr(h, "on_retry", None)) is not None:
-                on_retry(exc)
+        for h in self.hooks:
+            h.on_retry(exc)
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import openai
 
 from hermes_runner.config import RateLimitConfig
-from hermes_runner.model.client import Completion, retry_after_seconds
+from hermes_runner.model.base import CallHook, Completion
+from hermes_runner.model.retry import retry_after_seconds
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,8 @@ class Throttle:
         return " ".join(parts)
 
 
-class EndpointLimiter:
-    """Model-call hooks (`before_call` / `after_call`) for one endpoint."""
+class EndpointLimiter(CallHook):
+    """The model-call hook of one endpoint: paces requests and tokens per minute, and adapts concurrency."""
 
     def __init__(self, cfg: RateLimitConfig, max_concurrency: int, on_concurrency: Callable[[int], None] | None = None):
         self.cfg = cfg

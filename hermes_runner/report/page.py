@@ -16,12 +16,13 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from hermes_runner.errors import NotARunDir
 from hermes_runner.report import svg as svgchart
 from hermes_runner.report.plots import STATUS_COLORS, comparison_charts, run_charts
 from hermes_runner.report.summary import Job, compare_table, summary
 from hermes_runner.report.viewer import MAX_CHARS, MAX_TRAJECTORIES, viewer_data
 from hermes_runner.rundir.layout import REPORT
-from hermes_runner.rundir.reader import NotARunDir, RunData, find_runs, job_labels
+from hermes_runner.rundir.reader import RunData, find_runs, job_labels
 from hermes_runner.rundir.store import atomic_write
 
 log = logging.getLogger(__name__)

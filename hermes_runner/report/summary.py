@@ -6,7 +6,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 from hermes_runner.rundir.reader import STATUSES, RunData, status_of
-from hermes_runner.tools.catalog import all_tools
 
 
 @dataclass
@@ -81,15 +80,22 @@ def mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 2) if values else 0.0
 
 
+UNKNOWN_TOOLSET = "unknown"  # the toolset of tools called in a run dir that does not record tool -> toolset
+
+
 def toolset_usage(job: Job) -> tuple[list[str], dict[str, list[float]]]:
     """(toolsets, {"target %", "sampled %", "used %"}) over the run's trajectories."""
-    owner = {name: t.toolset for name, t in all_tools().items()}
+    owner = job.run.tool_toolsets()  # None: a run dir from before run.json recorded it
     trajs = job.trajectories
     sampled: Counter = Counter()
     used: Counter = Counter()
     for r in trajs:
         sampled.update(set(r.get("toolsets") or []))
-        used.update({owner[n] for n, (count, _) in (r.get("tools") or {}).items() if count and n in owner})
+        called = [n for n, (count, _) in (r.get("tools") or {}).items() if count]
+        if owner is None:
+            used.update({UNKNOWN_TOOLSET} if called else set())
+        else:
+            used.update({owner[n] for n in called if n in owner})
     target = job.run.target_toolsets()
     names = sorted(set(sampled) | set(used) | set(target))
     n = len(trajs)

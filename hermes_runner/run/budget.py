@@ -11,14 +11,14 @@ from collections.abc import Callable
 from contextvars import ContextVar
 
 from hermes_runner.config import LimitsConfig
-from hermes_runner.model.base import Completion
+from hermes_runner.model.base import CallHook, Completion
 from hermes_runner.usage import Usage
 
 # The key of the prompt whose session is running (set in each session's task).
 CURRENT_PROMPT: ContextVar[str | None] = ContextVar("hermes_current_prompt", default=None)
 
 
-class RunBudget:
+class RunBudget(CallHook):
     """A model-call hook: spend = what the run recorded before + every call of this invocation.
 
     It meters the run's model; `tools` is the same meter for the tools' models (vision, MoA).
@@ -74,7 +74,7 @@ class RunBudget:
         return self.reason
 
 
-class _ToolMeter:
+class _ToolMeter(CallHook):
     """The budget's hook for the tools' models: the same spend, recorded as `tool` calls."""
 
     def __init__(self, budget: RunBudget):

@@ -10,7 +10,8 @@ import openai
 
 from hermes_runner.config import RunConfig
 from hermes_runner.errors import ConfigError
-from hermes_runner.model.client import OpenAIChatModel, connection_refused
+from hermes_runner.model.client import OpenAIChatModel
+from hermes_runner.model.retry import connection_refused
 from hermes_runner.model.serve import serving
 from hermes_runner.run.plan import Plan, pending
 from hermes_runner.rundir.stats import RunStats

@@ -23,7 +23,7 @@ from hermes_runner.agent.session import Failure, Outcome
 from hermes_runner.agent.worker import WorkerSpec
 from hermes_runner.config import RunConfig, as_container, check
 from hermes_runner.dataset import Prompt, load_prefill
-from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, StorageFull
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, RunDirBusy, StorageFull
 from hermes_runner.executors import Executor, Work, open_executor
 from hermes_runner.model.ratelimit import EndpointLimiter, Throttle
 from hermes_runner.model.serve import check_model, serving
@@ -40,14 +40,13 @@ from hermes_runner.rundir.store import (
     CallLog,
     LedgerState,
     Ref,
-    RunDirBusy,
     RunStore,
     dumps_line,
     remove_stale_temps,
 )
 from hermes_runner.tools import backends as tool_services
 from hermes_runner.tools import distributions
-from hermes_runner.tools.catalog import stats_names, tool_names, toolset_names
+from hermes_runner.tools.catalog import all_tools, stats_names, tool_names, toolset_names
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.usage import Usage
 from hermes_runner.util.redact import Redactor, redacting_logs
@@ -265,7 +264,8 @@ class Run:
             return await work(p)
 
         try:
-            write_manifest(cfg, self.dir, self.toolsets_dropped, self.redact)  # the run has started
+            owner = {name: t.toolset for name, t in all_tools().items()}
+            write_manifest(cfg, self.dir, self.toolsets_dropped, self.redact, owner)  # the run has started
         except OSError as exc:
             self._storage_failed(exc)
             return

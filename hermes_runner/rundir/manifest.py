@@ -80,12 +80,23 @@ def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Re
     return n
 
 
-def write_manifest(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Redactor | None = None) -> None:
-    """Write `run.json` (the guard of the run's data config) unless it exists: call it once the run starts."""
+def write_manifest(
+    cfg: RunConfig,
+    run_dir: Path,
+    dropped: Collection[str],
+    redact: Redactor | None = None,
+    tool_toolsets: dict[str, str] | None = None,
+) -> None:
+    """Write `run.json` (the guard of the run's data config) unless it exists: call it once the run starts.
+
+    `tool_toolsets`: tool -> its toolset, for readers that know no tools (the report)."""
     manifest = run_dir / MANIFEST
     if not manifest.exists():
         current = (redact or Redactor())(data_config(cfg, dropped))
-        atomic_write_json(manifest, {"run_name": cfg.run_name, "created": now(), "data_config": current})
+        body = {"run_name": cfg.run_name, "created": now(), "data_config": current}
+        if tool_toolsets is not None:
+            body["tool_toolsets"] = dict(sorted(tool_toolsets.items()))
+        atomic_write_json(manifest, body)
 
 
 def now() -> str:

@@ -10,17 +10,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from hermes_runner.errors import RunnerError
+from hermes_runner.errors import NotARunDir
 from hermes_runner.rundir.layout import FEATURES_FILE, INVOCATIONS, MANIFEST, MERGED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.stats import RunStats
 from hermes_runner.rundir.store import FAILURES, LEDGER, TERMINAL, TIMELINE, Ref, RunStore, iter_lines
 from hermes_runner.usage import Usage
 
 STATUSES = ("completed", "partial", "incomplete", "discarded", "failed")
-
-
-class NotARunDir(RunnerError):
-    """The directory holds neither a run nor a sweep of runs."""
 
 
 def status_of(rec: dict) -> str:
@@ -121,6 +117,11 @@ class RunData:
     def target_toolsets(self) -> dict[str, float]:
         dist = (self.manifest.get("data_config") or {}).get("distribution") or {}
         return dict(dist.get("toolsets") or {}) if isinstance(dist, dict) else {}
+
+    def tool_toolsets(self) -> dict[str, str] | None:
+        """Tool -> toolset, as run.json records it (None in run dirs written before it did)."""
+        owner = self.manifest.get("tool_toolsets")
+        return dict(owner) if isinstance(owner, dict) else None
 
     def config_value(self, key: str) -> object:
         return (self.manifest.get("data_config") or {}).get(key)

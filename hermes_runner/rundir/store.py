@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hermes_runner.errors import RunDirBusy
 from hermes_runner.rundir.layout import (  # noqa: F401  (re-exported)
     BATCH_RE,
     DISCARDED,
@@ -219,10 +220,6 @@ class CallLog:
         elif event == "error":
             self.failed += 1
             self.unrecorded_errors += not recorded
-
-
-class RunDirBusy(Exception):
-    """Another live process holds the run directory."""
 
 
 _PRELOCKED: dict[str, int] = {}  # run dir -> lock fd taken before the run dir was written (see `prelock`)

@@ -1,4 +1,5 @@
-"""Sandbox backends, one module each, behind the protocols in `base`."""
+"""Where tool commands run: sandbox backends (local bubblewrap, Docker), one module each, behind the Protocols
+in `base`; the factory is here. It may import only vocabulary: config, errors, dataset, util."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ def _svc(ctx: ToolContext) -> BrowserService:
 
 
 def _open(ctx: ToolContext) -> BrowserSession:
-    s = _svc(ctx).current(ctx)
+    s = _svc(ctx).current(ctx.state)
     if s is None:
         raise ToolError("no page is open: call browser_navigate first")
     return s
@@ -110,7 +110,7 @@ async def browser_navigate(ctx: ToolContext, args: dict) -> ToolResult:
     if "://" not in url:
         url = "https://" + url
     await check_url(url, svc.allow_private)
-    s = await svc.session(ctx)
+    s = await svc.session(ctx.state, ctx.on_close)
     resp = await s.page.goto(url, wait_until="domcontentloaded")
     snapshot, truncated = await _snapshot(svc, s, full=False)
     out = {"success": True, **await _where(s), "status": resp.status if resp else None, "snapshot": snapshot}

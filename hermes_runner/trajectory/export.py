@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermes_runner.errors import RunnerError
-from hermes_runner.rundir.reader import NotARunDir, RunData, find_runs
+from hermes_runner.errors import ExportError, NotARunDir
+from hermes_runner.rundir.reader import RunData, find_runs
 from hermes_runner.rundir.store import atomic_write, dumps_line
 from hermes_runner.trajectory.entry import FEATURES_FILE
 from hermes_runner.trajectory.hermes import clean_calls
@@ -61,10 +61,6 @@ KNOWN = {
     "usage",
     "discard_reason",
 }
-
-
-class ExportError(RunnerError):
-    """The export cannot be made (missing library, no token, nothing to export)."""
 
 
 def read_splits(run: RunData, splits: Iterable[str] = SPLITS, only_completed: bool = False) -> dict[str, list[dict]]:

@@ -19,7 +19,7 @@ from hermes_runner.config import (
     WebConfig,
 )
 from hermes_runner.errors import ConfigError
-from hermes_runner.model.base import ChatModel
+from hermes_runner.model.base import CallHook, ChatModel
 from hermes_runner.tools.backends import endpoints, search
 from hermes_runner.tools.backends.fetch import Fetcher
 
@@ -123,7 +123,7 @@ class ToolServices:
     """The backends of one run's toolsets; `by_toolset` is what every ToolContext gets."""
 
     def __init__(
-        self, cfg: RunConfig, toolsets: Iterable[str], main_url: str | None = None, hooks: Sequence[object] = ()
+        self, cfg: RunConfig, toolsets: Iterable[str], main_url: str | None = None, hooks: Sequence[CallHook] = ()
     ):
         """`hooks` meter every call of the tools' chat models (e.g. the run's budget)."""
         t = cfg.tools

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from hermes_runner.config import BrowserConfig
@@ -18,8 +19,6 @@ from hermes_runner.tools.backends.egress import EgressProxy
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page, Playwright
-
-    from hermes_runner.tools.base import ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +93,15 @@ class BrowserService:
             log.info("started Chromium %s (%s)", self._browser.version, self.executable)
             return self._browser
 
-    def current(self, ctx: ToolContext) -> BrowserSession | None:
-        s = ctx.state.get(STATE_KEY)
+    def current(self, state: dict) -> BrowserSession | None:
+        """The session kept in a task's tool `state`, if one is open."""
+        s = state.get(STATE_KEY)
         return s if s is not None and not s.closed else None
 
-    async def session(self, ctx: ToolContext) -> BrowserSession:
-        """The task's session, created (with a fresh context) on first use."""
-        s = self.current(ctx)
+    async def session(self, state: dict, on_close: Callable[[Callable[[], Awaitable[None]]], None]) -> BrowserSession:
+        """The task's session, kept in its tool `state`: created (with a fresh context) on first use, and
+        closed by the cleanup it hands to `on_close` when the task ends."""
+        s = self.current(state)
         if s is not None:
             return s
         browser = await self._get_browser()
@@ -113,8 +114,8 @@ class BrowserService:
         context.set_default_navigation_timeout(self.cfg.navigation_timeout_s * 1000)
         page = await context.new_page()
         s = BrowserSession(context, page)
-        ctx.state[STATE_KEY] = s
-        ctx.on_close(s.close)
+        state[STATE_KEY] = s
+        on_close(s.close)
         self.contexts_opened += 1
         return s
 

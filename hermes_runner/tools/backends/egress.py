@@ -14,6 +14,7 @@ import socket
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from hermes_runner.errors import Refused
 from hermes_runner.tools.backends.netguard import is_public
 
 log = logging.getLogger(__name__)
@@ -21,12 +22,6 @@ log = logging.getLogger(__name__)
 HOP_HEADERS = (b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization")
 MAX_HEAD = 65536
 REFUSED_HEADER = "X-Hermes-Egress-Refused"  # on the proxy's own error replies (never on a server's)
-
-
-class Refused(Exception):
-    def __init__(self, message: str, status: int = 403):
-        super().__init__(message)
-        self.status = status
 
 
 class EgressProxy:

@@ -6,11 +6,12 @@ import os
 from collections.abc import Sequence
 
 import openai
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from hermes_runner.config import EndpointConfig, ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import ToolError
-from hermes_runner.model.client import OpenAIChatModel, RetryAfterWait, is_retryable, resolve_api_key
+from hermes_runner.model.base import CallHook
+from hermes_runner.model.client import OpenAIChatModel, resolve_api_key
+from hermes_runner.model.retry import retrying
 
 
 def model_config(ep: EndpointConfig, main: ModelConfig, main_url: str | None = None) -> ModelConfig:
@@ -40,7 +41,7 @@ def missing(ep: EndpointConfig, main: ModelConfig, where: str) -> str | None:
 
 
 def chat_model(
-    ep: EndpointConfig, main: ModelConfig, main_url: str | None, pool_size: int, hooks: Sequence[object] = ()
+    ep: EndpointConfig, main: ModelConfig, main_url: str | None, pool_size: int, hooks: Sequence[CallHook] = ()
 ) -> OpenAIChatModel:
     mc = model_config(ep, main, main_url)
     return OpenAIChatModel(mc, ProviderConfig(), ReasoningConfig(), ep.max_tokens, pool_size=pool_size, hooks=hooks)
@@ -65,14 +66,8 @@ class ImageEndpoint:
         kwargs = {k: v for k, v in params.items() if v is not None}
         if self.cfg.extra_body:
             kwargs["extra_body"] = self.cfg.extra_body
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.cfg.max_retries + 1),
-            wait=RetryAfterWait(self.cfg.retry_initial_wait_s, self.cfg.retry_max_wait_s),
-            retry=retry_if_exception(is_retryable),
-            reraise=True,
-        )
         try:
-            async for attempt in retrying:
+            async for attempt in retrying(self.cfg):
                 with attempt:
                     resp = await self._client.images.generate(model=self.cfg.name, prompt=prompt, n=1, **kwargs)
         except openai.APIStatusError as exc:

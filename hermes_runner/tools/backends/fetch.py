@@ -14,9 +14,9 @@ from urllib.parse import urljoin
 import httpx2
 
 from hermes_runner.config import FetchConfig
-from hermes_runner.errors import ToolError
+from hermes_runner.errors import BlockedURL, ToolError
 from hermes_runner.tools.backends.egress import REFUSED_HEADER, EgressProxy
-from hermes_runner.tools.backends.netguard import BlockedURL, check_url
+from hermes_runner.tools.backends.netguard import check_url
 
 REDIRECTS = (301, 302, 303, 307, 308)
 

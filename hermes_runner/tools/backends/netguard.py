@@ -7,13 +7,9 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-from hermes_runner.errors import ToolError
+from hermes_runner.errors import BlockedURL
 
 WEB_SCHEMES = ("http", "https")
-
-
-class BlockedURL(ToolError):
-    """The URL is not one a tool may fetch."""
 
 
 def is_public(addr: str) -> bool:

@@ -1,4 +1,6 @@
-"""Web search backends, one module each, behind `SearchBackend` (in `base`); the factory is here."""
+"""Web search backends, one module each, behind `SearchBackend` (in `base`); the factory is here.
+
+Part of the ground floor of `tools/`: it imports only the other backends and vocabulary."""
 
 from __future__ import annotations
 
