@@ -79,6 +79,16 @@ class SessionResult:
     # t: seconds from the prompt's start.
     timeline: list[dict] = field(default_factory=list)
 
+    @property
+    def completed(self) -> bool:
+        """Ended with a final answer."""
+        return isinstance(self.stop_reason, StopReason) and self.stop_reason.completed
+
+    @property
+    def partial(self) -> bool:
+        """Stopped early: output cut by length, repeated invalid calls, or the prompt's token or cost limit."""
+        return isinstance(self.stop_reason, StopReason) and self.stop_reason.partial
+
 
 _EXIT = re.compile(r'"exit_code": (-?\d+)')
 
@@ -110,16 +120,6 @@ class _Clock:
         if m:
             call["exit"] = int(m.group(1))
         self.res.timeline.append(call)
-
-    @property
-    def completed(self) -> bool:
-        """Ended with a final answer."""
-        return isinstance(self.stop_reason, StopReason) and self.stop_reason.completed
-
-    @property
-    def partial(self) -> bool:
-        """Stopped early: output cut by length, repeated invalid calls, or the prompt's token or cost limit."""
-        return isinstance(self.stop_reason, StopReason) and self.stop_reason.partial
 
 
 def _count(res: SessionResult, reply: Completion) -> None:
