@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: run test setup setup-dev setup-local setup-system bench clean
+.PHONY: run test test-quick setup setup-dev setup-local setup-system bench clean
 
 run: setup-local        ## run the default job on the embedded model (offline, no key)
 	$(PY) run.py +experiment=quickstart $(ARGS)
@@ -11,6 +11,10 @@ run: setup-local        ## run the default job on the embedded model (offline, n
 test: setup-dev setup-local setup-system  ## run the test suite (set-up included: packages, services, images)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(ARGS)
+
+test-quick:             ## the quick tier: lint-imports, then every test but the end-to-end ones (tests/e2e/)
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -m "not e2e" -q $(ARGS)
 
 setup:
 	scripts/setup.sh core

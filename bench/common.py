@@ -17,7 +17,7 @@ PY = sys.executable
 
 
 def compose(overrides: list[str]):
-    """conf/config.yaml composed with Hydra's compose API into a validated RunConfig."""
+    """hermes_runner/conf/config.yaml composed with Hydra's compose API into a validated RunConfig."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -27,7 +27,7 @@ def compose(overrides: list[str]):
 
     register_configs()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(ROOT / "hermes_runner" / "conf"), version_base="1.3"):
         return OmegaConf.to_object(hydra_compose(config_name="config", overrides=overrides))
 
 

@@ -3,7 +3,7 @@
     python -m bench.report [--prompts 20000]
 
 Builds a synthetic run directory by replicating the trajectories of a small real scripted run
-(tests/sample_run.py) under new keys, then times `build_report` against an ideal measured in
+(tests/helpers/sample_run.py) under new keys, then times `build_report` against an ideal measured in
 the same process: reading and JSON-parsing the ledger plus the embedded trajectories, which any
 report has to do at least.
 """

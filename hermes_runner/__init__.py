@@ -3,6 +3,7 @@
 Where things live (one room per job; the rooms are listed from the top of the house down):
 
     room            what is in it
+    app.py          the command (`hermes-runner`, `python run.py`): the Hydra app, --help, completion, exit 2
     cli.py          the Hydra job: compose -> run.execute_run -> print the plan, the summary, the exit code
     run/            one invocation: invocation (prepare, drive, record, signals, finalize; execute_run), record
                     (filters + ledger record), outputs (checkpoint, trajectories, statistics), plan, budget,
@@ -15,19 +16,21 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
     model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve
     sandbox/        where tool commands run: base Protocols, factory in __init__, one module per backend
-    rundir/         the run directory on disk: layout (file names), store, manifest, stats, reader, merge
+    rundir/         the run directory on disk: layout (file names), store, manifest, stats, reader, merge, sweep
     dataset.py      JSONL -> Prompt; the prefill messages file
     usage.py        token usage and its cost
     util/           fast JSON, the console and its log handler, secret redaction
     config.py       every option (structured configs; value checks in `check`)
     errors.py       every exception type and the exit codes, with the control-flow table
-    testing/        the scripted OpenAI-compatible server for tests and benches (the product never imports it)
+    conf/           the Hydra configs (shipped in the wheel): config.yaml and one folder per group
+    testing/        the #script grammar (script), the scripted OpenAI-compatible server for tests and benches,
+                    ScriptedModel: the same script in process (model); the product never imports it
     export.py, merge.py, scripted_server.py   the `python -m` addresses kept for users (3-line shims)
 
 Import rule (`lint-imports` checks it, contracts in pyproject.toml): a room imports only rooms on lower lines
 of this stack, and rooms on one line do not import each other:
 
-    cli > run | report > executors > agent > tools | trajectory > model | sandbox | rundir
+    app > cli > run | report > executors > agent > tools | trajectory > model | sandbox | rundir
         > dataset | usage | util > config : errors
 
 report/ and trajectory/ import no agent, model, tools or executors; tools/backends/ never imports the rest of

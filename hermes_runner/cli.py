@@ -17,19 +17,20 @@ from rich.table import Table
 from rich.text import Text
 
 from hermes_runner.config import DistributionConfig, RunConfig, as_container, check_keys
-from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, RunDirBusy
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, JobNotStarted, RunDirBusy
 from hermes_runner.report.page import write_report_quietly
 from hermes_runner.run import invocation
 from hermes_runner.run.discards import nothing_kept
 from hermes_runner.run.invocation import InvocationResult, Stop
 from hermes_runner.run.plan import Plan
+from hermes_runner.rundir.layout import REJECTED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.store import prelock
 from hermes_runner.tools import distributions
 from hermes_runner.util.console import FILE_ONLY
 from hermes_runner.util.redact import Redactor
 
 log = logging.getLogger("hermes_runner")
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
 class RunDirGuard(Callback):
@@ -39,6 +40,11 @@ class RunDirGuard(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: object) -> None:
         if config.get("list_distributions"):
             return
+        try:
+            check_keys(config)  # `+num_worker=8`: refused before Hydra creates the run dir
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(ExitCode.CONFIG) from None
         try:
             run_dir = Path(str(OmegaConf.select(config, "hydra.run.dir")))
         except Exception:  # noqa: BLE001 - a dir that only the job can resolve: the job's own lock guards it
@@ -77,7 +83,7 @@ def print_plan(console: Console, cfg: RunConfig, plan: Plan, run_dir: Path) -> N
         f"{plan.to_run} to run"
         + (f" ({plan.retry} retries of failed prompts)" if plan.retry else "")
         + (f", {plan.skipped_failed} failed left alone" if plan.skipped_failed else "")
-        + (f", {plan.rejected} bad lines (see {run_dir / 'rejected.jsonl'})" if plan.rejected else ""),
+        + (f", {plan.rejected} bad lines (see {run_dir / REJECTED})" if plan.rejected else ""),
     )
 
 
@@ -145,8 +151,8 @@ def print_summary(console: Console, stats: dict, run_dir: Path, retry_failed: bo
         + (f", cost ${u['cost_usd']:.4f}" if u["cost_usd"] else "")
         + f". Run time {stats['duration_seconds']:.1f}s.",
     )
-    say(console, f"Trajectories: [bold]{run_dir / 'trajectories.jsonl'}[/] ({stats['trajectories']} entries)")
-    say(console, f"Statistics:   {run_dir / 'statistics.json'}")
+    say(console, f"Trajectories: [bold]{run_dir / TRAJECTORIES}[/] ({stats['trajectories']} entries)")
+    say(console, f"Statistics:   {run_dir / STATISTICS}")
     # (seam: a scored run's results table is printed after this summary, by print_result)
 
 
@@ -158,11 +164,23 @@ def run_job(dcfg: DictConfig) -> int:
     if multirun:
         write_report_quietly(HydraConfig.get().sweep.dir)  # the sweep's page, with the jobs done so far
         if code == ExitCode.CONFIG:
-            raise RuntimeError("the job did not start; see the error above")
+            raise _not_started(HydraConfig.get())
         return code
     if code:
         sys.exit(code)
     return 0
+
+
+def _not_started(hc: DictConfig) -> JobNotStarted:
+    """The sweep job's refusal, with where its error is: the launcher's log of the job (submitit writes each
+    job's stderr to `.submitit/<id>/<id>_0_log.err`) or else the job's run.log."""
+    submitit = sys.modules.get("submitit")
+    env = submitit.JobEnvironment() if submitit is not None else None
+    if env is not None and env.activated():  # (its tail is shown by the sweep: nothing of it reached the terminal)
+        log_path, tail = str(env.paths.stderr), str(env.paths.stderr)
+    else:  # (the error is on the terminal above)
+        log_path, tail = str(Path(hc.runtime.output_dir) / f"{hc.job.name}.log"), None
+    return JobNotStarted(f"sweep job {hc.sweep.subdir} did not start (a bad config or input): see {log_path}", tail)
 
 
 def _run_job(dcfg: DictConfig) -> int:

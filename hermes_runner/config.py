@@ -1,6 +1,6 @@
 """Structured configs: the single source of truth for every option.
 
-The YAML files under ``conf/`` pick values; these dataclasses define which keys
+The YAML files under ``hermes_runner/conf/`` pick values; these dataclasses define which keys
 exist and their types, so a typo or a wrong type fails at composition time,
 before any model call.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -108,7 +107,7 @@ class ModelConfig:
     stream: bool = False  # stream replies (SSE); the trajectories are the same either way
     tool_choice: str | None = None  # sent with the tools: auto | required | none (None: endpoint default)
     tool_choice_turns: int | None = None  # send tool_choice only on the first N calls of a prompt (None: every call)
-    default_max_tokens: int | None = None  # the run's max_tokens when it sets none (conf/config.yaml)
+    default_max_tokens: int | None = None  # the run's max_tokens when it sets none (hermes_runner/conf/config.yaml)
     extra_body: dict[str, Any] = field(default_factory=dict)
     default_headers: dict[str, str] = field(default_factory=dict)
     serve: ServeConfig = field(default_factory=ServeConfig)
@@ -413,6 +412,18 @@ class RunConfig:
     progress_every_percent: float = 5.0  # ... this many seconds or this share of the prompts, whichever first
 
 
+# The options that define a run's data, the one list of them: a resumed run must not change them silently
+# (rundir/manifest.py), and a sweep job's directory is named by the overrides of these keys and of config
+# groups only (rundir/sweep.py), so options that do not define the data (max_samples, num_workers, limits.*,
+# executor, resume, ...) can change and the sweep resumes in the same directories.
+DATA_KEYS = (
+    "dataset_file", "model.name", "model.serve.model_path", "model.temperature", "distribution", "seed", "max_turns", "max_tokens",
+    "reasoning", "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
+    "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout", "output.final_summary",
+    "max_invalid_tool_turns",
+)  # fmt: skip
+
+
 # Value rules of numeric options: (dotted key, rule). A key whose value is null passes (it means "no limit"
 # or "default"); `*` is each element of a list.
 _POSITIVE, _NON_NEGATIVE, _AT_LEAST_1 = "> 0", ">= 0", ">= 1"
@@ -521,8 +532,16 @@ def check(cfg: RunConfig) -> None:
         raise ConfigError("invalid configuration: " + "; ".join(problems))
 
 
+def closest(key: str, names: list[str]) -> str | None:
+    """The valid name closest to a mistyped one (difflib, or one it begins), if any is close."""
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+    return close[0] if close else next((n for n in names if n.startswith(key)), None)
+
+
 def check_keys(dcfg: DictConfig) -> None:
-    """Refuse keys no schema defines, e.g. added with `+num_worker=8` (Hydra lets `+` add any key)."""
+    """Refuse keys no schema defines, e.g. added with `+num_worker=8`: Hydra applies `+key=value` with the
+    struct flag off (it may add any key, also to a structured config), so only this walk catches a typo.
+    A top-level `hydra` node (in a callback's config) is Hydra's own."""
     unknown = []
 
     def walk(node: DictConfig | ListConfig, prefix: str) -> None:
@@ -536,10 +555,12 @@ def check_keys(dcfg: DictConfig) -> None:
         names = [f.name for f in dataclasses.fields(schema)] if dataclasses.is_dataclass(schema) else None
         for key in node:
             full = f"{prefix}.{key}" if prefix else str(key)
+            if full == "hydra":
+                continue
             if names is not None and key not in names:
-                close = difflib.get_close_matches(str(key), names, n=1)
+                close = closest(str(key), names)
                 where = f"in {prefix}" if prefix else "at the top level"
-                unknown.append(f"{full} (no such option {where}" + (f"; did you mean {close[0]}?)" if close else ")"))
+                unknown.append(f"{full} (no such option {where}" + (f"; did you mean {close}?)" if close else ")"))
                 continue
             child = node._get_node(key)
             if isinstance(child, (DictConfig, ListConfig)):
@@ -550,18 +571,8 @@ def check_keys(dcfg: DictConfig) -> None:
         raise ConfigError("unknown option: " + ", ".join(unknown))
 
 
-def safe_dirname(text: str, limit: int = 160) -> str:
-    """A job's override string as one directory name: no path separators, bounded length."""
-    name = text.replace("/", "_").replace("\\", "_") or "default"
-    if len(name) > limit:
-        name = f"{name[: limit - 17]}-{hashlib.sha1(name.encode()).hexdigest()[:16]}"
-    return name
-
-
 def register_configs() -> None:
     """Register schemas so YAML options in each group are validated against them."""
-    if not OmegaConf.has_resolver("hr.dirname"):
-        OmegaConf.register_new_resolver("hr.dirname", safe_dirname)
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
     cs.store(group="model", name="model_schema", node=ModelConfig)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 from enum import IntEnum
+from pathlib import Path
 
 
 class ExitCode(IntEnum):
@@ -115,6 +116,11 @@ class PromptTimeout(RunnerError):
     """A prompt exceeded its wall-clock limit."""
 
 
+class ScriptSyntaxError(RunnerError):
+    """A scripted prompt's `#script` line is not a JSON list of steps (hermes_runner.testing: the scripted
+    server answers 400, the in-process ScriptedModel raises it)."""
+
+
 class ImageUnavailable(RunnerError):
     """The prompt's container image could not be found or pulled; the prompt fails."""
 
@@ -155,3 +161,23 @@ class StorageFull(RunnerError):
             "kept, the unfinished ones run again. Make room (or fix the directory) and run the same command again.",
             exc.errno,
         )
+
+
+class JobNotStarted(RunnerError):
+    """A sweep job refused its config (exit 2 in a single run); raised in the job so the sweep stops, with the
+    job's error and, under a launcher (submitit), the path of the job's log."""
+
+    def __init__(self, message: str, log_path: str | None = None):
+        super().__init__(message)
+        self.log_path = log_path
+
+    def __reduce__(self) -> tuple:  # pickled from a launcher's job process to the sweep
+        return (type(self), (str(self), self.log_path))
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The end of the job's log, indented, or why it cannot be read."""
+        try:
+            tail = Path(self.log_path).read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+        except OSError as exc:
+            return f"  (its log {self.log_path} cannot be read: {exc.strerror})"
+        return f"  last lines of {self.log_path}:\n" + "\n".join(f"    {ln}" for ln in tail)

@@ -28,6 +28,21 @@ class Usage:
         d = d or {}
         return cls(**{f.name: d.get(f.name, 0) for f in fields(cls)})
 
+    @classmethod
+    def from_openai(cls, u: dict | None) -> Usage:
+        """From an OpenAI `usage` object (its `cost` is what OpenRouter-style providers report)."""
+        u = u or {}
+        pt = int(u.get("prompt_tokens") or 0)
+        ct = int(u.get("completion_tokens") or 0)
+        return cls(
+            prompt_tokens=pt,
+            completion_tokens=ct,
+            cached_tokens=int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
+            reasoning_tokens=int((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0),
+            total_tokens=int(u.get("total_tokens") or pt + ct),
+            cost_usd=float(u.get("cost") or 0.0),
+        )
+
 
 def has_prices(price: PriceConfig) -> bool:
     return bool(price.prompt_per_mtok or price.completion_per_mtok)

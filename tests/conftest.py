@@ -24,6 +24,23 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{req.name}: needs {req.purpose} ({req.opt_out}=1 skips)")
 
 
+E2E = Path(__file__).parent / "e2e"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The quick tier (`-m "not e2e"` exactly) does not even import the e2e modules: it deselects them all."""
+    if config.option.markexpr.strip() == "not e2e" and collection_path.is_relative_to(E2E):
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under tests/e2e/ is marked `e2e`: `pytest -m "not e2e"` is the quick tier."""
+    for item in items:
+        if item.path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     for req in system.REQUIREMENTS:
@@ -75,7 +92,7 @@ def run_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def local_site():
-    """A real local web site (pages, PDF, images, search endpoints), see tests/local_site.py."""
+    """A real local web site (pages, PDF, images, search endpoints), see tests/helpers/local_site.py."""
     from tests.helpers.local_site import LocalSite
 
     site = LocalSite().start()
@@ -85,7 +102,7 @@ def local_site():
 
 @pytest.fixture
 def tools_cfg(server: ScriptedServer, local_site, tmp_path: Path) -> Callable[..., RunConfig]:
-    """`tools_cfg(*overrides)`: a RunConfig with all toolsets configured (tests/tool_harness.py)."""
+    """`tools_cfg(*overrides)`: a RunConfig with all toolsets configured (tests/helpers/tool_harness.py)."""
     from tests.helpers.tool_harness import make_tools_cfg
 
     return lambda *o: make_tools_cfg(server, local_site, tmp_path, *o)

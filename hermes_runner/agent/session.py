@@ -64,9 +64,12 @@ class SessionRunner:
         try:
             async with asyncio.timeout(self.cfg.limits.timeout_s):
                 return await self._run(res)
-        except TimeoutError as exc:
-            err = PromptTimeout(f"prompt exceeded limits.timeout_s={self.cfg.limits.timeout_s:g}s")
-            return self._failure(res, err, started, exc)
+        except TimeoutError:  # the SDK's cancellation traceback says nothing: the limit and where it hit does
+            err = PromptTimeout(
+                f"prompt exceeded limits.timeout_s={self.cfg.limits.timeout_s:g}s "
+                f"(stopped after {time.monotonic() - started:.1f}s, {res.api_calls} model calls)"
+            )
+            return self._failure(res, err, started, err)
         except Exception as exc:  # noqa: BLE001 - every error of one prompt is recorded, the run goes on
             return self._failure(res, exc, started, exc)
 

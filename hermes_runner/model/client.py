@@ -83,17 +83,7 @@ def parse_completion(body: dict) -> Completion:
         msg["reasoning"] = reasoning
     if raw.get("reasoning_details"):
         msg["reasoning_details"] = raw["reasoning_details"]
-    u = body.get("usage") or {}
-    pt = int(u.get("prompt_tokens") or 0)
-    ct = int(u.get("completion_tokens") or 0)
-    usage = Usage(
-        prompt_tokens=pt,
-        completion_tokens=ct,
-        cached_tokens=int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
-        reasoning_tokens=int((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0),
-        total_tokens=int(u.get("total_tokens") or pt + ct),
-        cost_usd=float(u.get("cost") or 0.0),
-    )
+    usage = Usage.from_openai(body.get("usage"))
     answered_by = body.get("model")
     return Completion(
         msg, choice.get("finish_reason"), usage, model=answered_by if isinstance(answered_by, str) else ""

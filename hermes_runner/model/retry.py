@@ -6,6 +6,7 @@ Chat calls (model/client.py) and image calls (tools/backends/endpoints.py) retry
 from __future__ import annotations
 
 import email.utils
+import errno
 import time
 from collections.abc import Callable
 
@@ -21,13 +22,24 @@ REFUSED_MAX_WAIT_S = 2.0  # waits between retries of a refused connection: 0.5 s
 
 
 def connection_refused(exc: BaseException | None) -> bool:
-    """Whether an error was caused by a refused connection (the SDK reports it as a connect timeout)."""
+    """Whether an error was caused by a refused connection: the SDK reports it as `APITimeoutError` ("Request
+    timed out.") on its aiohttp transport, with the ConnectionRefusedError (ECONNREFUSED) down the cause chain;
+    asyncio joins the refusals of several addresses (localhost: ::1 and 127.0.0.1) into one OSError."""
     seen = 0
     while exc is not None and seen < 16:
-        if isinstance(exc, ConnectionRefusedError):
+        if isinstance(exc, ConnectionRefusedError) or getattr(exc, "errno", None) == errno.ECONNREFUSED:
             return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+        if isinstance(exc, OSError) and _all_refused(str(exc)):
+            return True
+        exc, seen = getattr(exc, "os_error", None) or exc.__cause__ or exc.__context__, seen + 1
     return False
+
+
+def _all_refused(text: str) -> bool:
+    """`Multiple exceptions: [Errno 111] ..., [Errno 111] ...` (asyncio's create_connection)."""
+    return text.startswith("Multiple exceptions:") and text.count("[Errno") == text.count(
+        f"[Errno {errno.ECONNREFUSED}]"
+    )
 
 
 def is_retryable(exc: BaseException) -> bool:

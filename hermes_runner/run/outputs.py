@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hermes_runner.config import OutputLayout, RunConfig
 from hermes_runner.run.plan import Plan
-from hermes_runner.rundir.layout import CHECKPOINT, STATISTICS, TRAJECTORIES
+from hermes_runner.rundir.layout import BATCH_GLOB, CHECKPOINT, FEATURES_FILE, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.manifest import now
 from hermes_runner.rundir.stats import RunStats
 from hermes_runner.rundir.store import (
@@ -105,7 +105,7 @@ def write_statistics(
 ) -> dict:
     """statistics.json: counts, tool and reasoning statistics, usage and model calls of the whole run."""
     s.failed = Counter(r.get("error_type", "Error") for k, r in state.failed.items() if k in idx)
-    batches = sorted({int(p.stem.split("_")[1]) for p in run_dir.glob("batch_*.jsonl")})
+    batches = sorted({int(p.stem.split("_")[1]) for p in run_dir.glob(BATCH_GLOB)})
     stats = {
         "run_name": cfg.run_name,
         "distribution": cfg.distribution.name,
@@ -159,4 +159,4 @@ def write_statistics(
 
 def write_features(run_dir: Path, fill: list[str], layout: OutputLayout) -> None:
     """The HF `datasets` features of this run's JSONL files (docs/training.md: loading with them)."""
-    atomic_write_json(run_dir / entries.FEATURES_FILE, entries.features(fill, layout))
+    atomic_write_json(run_dir / FEATURES_FILE, entries.features(fill, layout))

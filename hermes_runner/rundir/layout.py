@@ -11,6 +11,8 @@ FAILURES = "failures.jsonl"
 USAGE = "usage.jsonl"
 TIMELINE = "timeline.jsonl"  # every prompt attempt's model and tool calls, timed (read by the report)
 BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")  # batch files of a hermes-agent run dir
+BATCH_GLOB = "batch_*.jsonl"
+BATCH_FILE = "batch_{}.jsonl"  # .format(batch number)
 LOCK = ".lock"  # held by the one invocation that owns the run dir
 
 # The manifest and the invocations log (rundir/manifest.py)
@@ -25,3 +27,4 @@ FEATURES_FILE = "dataset_features.json"  # the datasets.Features of trajectories
 REJECTED = "rejected.jsonl"  # dataset lines that were not a valid prompt (plan.py)
 MERGED = "merged.json"  # what a merged run dir was merged from (rundir/merge.py)
 REPORT = "report.html"  # the report page (report/page.py)
+JOBS_INDEX = "jobs.jsonl"  # a sweep dir's index of its jobs: dir, overrides, status (rundir/sweep.py)

@@ -14,21 +14,13 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from hermes_runner.config import RunConfig
+from hermes_runner.config import DATA_KEYS, RunConfig  # noqa: F401  (DATA_KEYS re-exported)
 from hermes_runner.errors import ConfigError
 from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
 from hermes_runner.rundir.store import atomic_write, atomic_write_json
 from hermes_runner.util.redact import Redactor
 
 log = logging.getLogger(__name__)
-
-
-# The options that define the data: a resumed run must not change them silently.
-DATA_KEYS = (
-    "dataset_file", "model.name", "distribution", "seed", "max_turns", "max_tokens", "reasoning",
-    "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
-    "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout",
-)  # fmt: skip
 
 
 def data_config(cfg: RunConfig, dropped: Collection[str]) -> dict:
@@ -48,7 +40,8 @@ def data_config(cfg: RunConfig, dropped: Collection[str]) -> dict:
 
 
 def _diff(old: dict, new: dict) -> list[str]:
-    return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if old.get(k) != new.get(k)]
+    """The changed data options; a key an older run.json does not record is not a change."""
+    return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if k in old and old[k] != new[k]]
 
 
 def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Redactor | None = None) -> int:

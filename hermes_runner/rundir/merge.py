@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     p = stats["prompts"]
     print(
         f"merged {len(args.shard_dirs)} shards: {stats['trajectories']} trajectories, {p['discarded']} discarded, "
-        f"{p['failed']} failed, {p['pending']} pending of {p['total']} -> {args.out_dir / 'trajectories.jsonl'}"
+        f"{p['failed']} failed, {p['pending']} pending of {p['total']} -> {args.out_dir / TRAJECTORIES}"
     )
     return 0
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from hermes_runner.errors import RunDirBusy
 from hermes_runner.rundir.layout import (  # noqa: F401  (re-exported)
+    BATCH_FILE,
+    BATCH_GLOB,
     BATCH_RE,
     DISCARDED,
     FAILURES,
@@ -284,7 +286,7 @@ class RunStore:
         a live run); call `on_record` for every record kept."""
         state = LedgerState()
         path = self.dir / LEDGER
-        existing = [int(m.group(1)) for p in self.dir.glob("batch_*.jsonl") if (m := BATCH_RE.match(p.name))]
+        existing = [int(m.group(1)) for p in self.dir.glob(BATCH_GLOB) if (m := BATCH_RE.match(p.name))]
         state.next_batch = max(existing, default=-1) + 1
         if path.exists():
             if repair:
@@ -366,7 +368,7 @@ class RunStore:
     def _batch(self, num: int) -> AppendLog:
         b = self._batches.get(num)
         if b is None:
-            b = self._batches[num] = AppendLog(self.dir / f"batch_{num}.jsonl", repair=False)
+            b = self._batches[num] = AppendLog(self.dir / BATCH_FILE.format(num), repair=False)
         return b
 
     def write_trajectory(self, status: str, batch: int, entry_line: bytes, record: dict) -> dict:

@@ -1,22 +1,11 @@
 """A real OpenAI-compatible HTTP server whose replies follow a script (tests, benchmarks, demos).
 
-The reply to each chat-completions request depends on the conversation so far:
-
-* A line ``#script <json list>`` in the first user message scripts the assistant turn by
-  turn (turn = number of assistant messages already in the request). A step may hold
-  ``content``, ``tool_calls`` (``[{"name", "arguments" (object or raw string)}]``),
-  ``reasoning`` with ``reasoning_field`` (reasoning | reasoning_content | reasoning_details
-  | think | scratchpad), ``finish_reason``, ``sleep`` (seconds), ``usage``, ``cost``, ``model`` (the
-  model the reply says answered, as a router like OpenRouter's ``openrouter/auto`` reports it), and
-  ``fail``: a list of error replies (``{"status", "retry_after", "message"}``) returned
-  for the first attempts of that step; with ``"midstream": true`` (streaming requests) the
-  reply starts as 200 and breaks off after a few chunks, with an error event or, with
-  ``"cut": true``, by closing the connection.
-* A request without ``tools`` never gets tool calls: a step that would make some answers with its
-  ``content`` (or a fixed line) instead, as a real model offered no tools does.
-* Without a script: call ``terminal`` once (when offered) with ``echo``, then answer. A last
-  user message with images (``image_url`` data URLs) is answered with what they are: type,
-  size in pixels, bytes and sha256 prefix, so vision tools can be checked end to end.
+The reply to each chat-completions request follows the ``#script`` grammar of
+`hermes_runner.testing.script` (the in-process `ScriptedModel` follows the same): a ``#script <json list>``
+line in the first user message scripts the assistant turn by turn; a step's ``fail`` list answers its
+first attempts with errors (``{"status", "retry_after", "message", "hang"}``); with ``"midstream": true``
+(streaming requests) the reply starts as 200 and breaks off after a few chunks, with an error event or,
+with ``"cut": true``, by closing the connection. A bad ``#script`` line gets a 400.
 
 ``POST /v1/images/generations`` returns a solid-colour PNG of the requested size (colour
 from the prompt's hash), as ``b64_json`` or as a ``url`` served by this server.
@@ -41,17 +30,18 @@ import base64
 import hashlib
 import itertools
 import json
-import struct
 import threading
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from hermes_runner.errors import ScriptSyntaxError
+from hermes_runner.testing import script
 from hermes_runner.testing.loopback import LoopbackApp
+from hermes_runner.testing.script import describe_image, png_bytes  # noqa: F401  (re-exported)
 
 Handler = Callable[[dict, "ScriptedServer"], dict | web.Response | None]
 
@@ -68,53 +58,11 @@ class Seen:
 
 
 def first_user(body: dict) -> str:
-    for m in body.get("messages", []):
-        if m.get("role") == "user":
-            c = m.get("content")
-            return c if isinstance(c, str) else json.dumps(c)
-    return ""
+    return script.first_user(body.get("messages", []))
 
 
 def turn_of(body: dict) -> int:
-    return sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
-
-
-def png_bytes(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
-    """A solid-colour RGB PNG."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    raw = (b"\x00" + bytes(rgb) * width) * height
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
-
-
-def describe_image(data: bytes) -> str:
-    """What the server 'sees' in an image: type, pixel size (PNG), bytes and sha256 prefix."""
-    digest = hashlib.sha256(data).hexdigest()[:12]
-    if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
-        w, h = struct.unpack(">II", data[16:24])
-        return f"image/png {w}x{h} ({len(data)} bytes, sha256 {digest})"
-    return f"image ({len(data)} bytes, sha256 {digest})"
-
-
-def images_in_last_user(body: dict) -> list[bytes]:
-    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
-    content = users[-1].get("content") if users else None
-    out = []
-    for part in content if isinstance(content, list) else []:
-        url = (part.get("image_url") or {}).get("url", "") if part.get("type") == "image_url" else ""
-        if url.startswith("data:") and "," in url:
-            out.append(base64.b64decode(url.split(",", 1)[1]))
-    return out
-
-
-def parse_script(prompt: str) -> list[dict] | None:
-    for line in prompt.splitlines():
-        if line.startswith("#script "):
-            return json.loads(line[len("#script ") :])
-    return None
+    return script.turn_of(body.get("messages", []))
 
 
 class ScriptedServer(LoopbackApp):
@@ -248,21 +196,17 @@ class ScriptedServer(LoopbackApp):
         return resp
 
     async def _scripted(self, request: web.Request, body: dict, prompt: str, turn: int) -> web.StreamResponse:
+        messages, tools = body.get("messages", []), body.get("tools") or []
         try:
-            script = parse_script(prompt)
-        except json.JSONDecodeError as exc:
-            return web.json_response({"error": {"message": f"bad #script: {exc}"}}, status=400)
-        if script is None:
-            step = self._default_step(body, turn)
-        else:
-            step = script[turn] if turn < len(script) else {"content": "Done.", "reasoning": "Nothing left to do."}
-        key = hashlib.blake2b(f"{prompt}\0{turn}".encode(), digest_size=8).hexdigest()
+            step = script.step_for(messages, tools)
+        except ScriptSyntaxError as exc:
+            return web.json_response({"error": {"message": str(exc)}}, status=400)
+        key = script.attempt_key(prompt, turn)
         with self._lock:
             attempt = self.attempts[key]
             self.attempts[key] += 1
-        fails = step.get("fail") or []
-        if attempt < len(fails):
-            f = fails[attempt]
+        f = script.failure(step, attempt)
+        if f is not None:
             headers = {}
             if f.get("retry_after") is not None:
                 headers["retry-after"] = str(f["retry_after"])
@@ -277,10 +221,7 @@ class ScriptedServer(LoopbackApp):
             )
         if step.get("sleep"):
             await asyncio.sleep(step["sleep"])
-        if step.get("tool_calls") and not body.get("tools"):  # like a real model: no tools offered, no calls
-            step = {k: v for k, v in step.items() if k not in ("tool_calls", "finish_reason")}
-            step["content"] = step.get("content") or "Out of turns: here is what I found so far."
-        return await self._reply(request, body, self.completion(body, step))
+        return await self._reply(request, body, self.completion(body, script.offered(step, tools)))
 
     async def _broken_stream(self, request: web.Request, body: dict, step: dict, fail: dict) -> web.StreamResponse:
         """A 200 stream that stops after a few chunks: an error event, or a dropped connection."""
@@ -296,72 +237,17 @@ class ScriptedServer(LoopbackApp):
         error = {"error": {"message": message, "code": fail["status"]}}
         return await self._stream(request, [*chunks, error], tail=b"")
 
-    @staticmethod
-    def _default_step(body: dict, turn: int) -> dict:
-        images = images_in_last_user(body)
-        if images:
-            seen = "; ".join(describe_image(d) for d in images)
-            return {"reasoning": "I looked at the image.", "content": f"I see {len(images)} image(s): {seen}"}
-        offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
-        if turn == 0 and "terminal" in offered:
-            return {
-                "reasoning": "I should run a command to check.",
-                "tool_calls": [{"name": "terminal", "arguments": {"command": "echo hello"}}],
-            }
-        return {"reasoning": "The command worked; I can answer.", "content": "The answer is hello."}
-
     def completion(self, body: dict, step: dict) -> dict:
+        """The chat.completion body answering `body` with `step` (handlers may call it)."""
         n = next(self._ids)
-        msg: dict = {"role": "assistant", "content": step.get("content")}
-        reasoning, where = step.get("reasoning"), step.get("reasoning_field", "reasoning")
-        if reasoning:
-            if where == "reasoning":
-                msg["reasoning"] = reasoning
-            elif where == "reasoning_content":
-                msg["reasoning_content"] = reasoning
-            elif where == "reasoning_details":
-                msg["reasoning_details"] = [
-                    {"type": "reasoning.text", "text": reasoning, "format": "unknown", "index": 0}
-                ]
-            elif where == "think":
-                msg["content"] = f"<think>{reasoning}</think>\n{msg['content'] or ''}"
-            elif where == "scratchpad":
-                msg["content"] = f"<REASONING_SCRATCHPAD>{reasoning}</REASONING_SCRATCHPAD>\n{msg['content'] or ''}"
-        calls = []
-        for i, c in enumerate(step.get("tool_calls") or []):
-            args = c.get("arguments", {})
-            calls.append(
-                {
-                    "id": c.get("id", f"call_{n}_{i}"),
-                    "type": "function",
-                    "function": {"name": c["name"], "arguments": args if isinstance(args, str) else json.dumps(args)},
-                }
-            )
-        if calls:
-            msg["tool_calls"] = calls
-        prompt_tokens = sum(len(str(m.get("content") or "")) for m in body.get("messages", [])) // 4 + 1
-        completion_tokens = len(json.dumps(msg)) // 4 + 1
-        usage = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-            **(step.get("usage") or {}),
-        }
-        if step.get("cost") is not None:
-            usage["cost"] = step["cost"]
+        msg = script.wire_message(step, n)
         return {
             "id": f"chatcmpl-{n}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": step.get("model") or body.get("model", "scripted"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": msg,
-                    "finish_reason": step.get("finish_reason") or ("tool_calls" if calls else "stop"),
-                }
-            ],
-            "usage": usage,
+            "choices": [{"index": 0, "message": msg, "finish_reason": script.finish_reason(step)}],
+            "usage": script.usage(step, body.get("messages", []), msg),
         }
 
     def chunks(self, completion: dict, include_usage: bool) -> list[dict]:

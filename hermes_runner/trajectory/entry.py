@@ -22,10 +22,9 @@ from typing import Protocol
 
 from hermes_runner.config import OutputLayout
 from hermes_runner.dataset import Prompt
+from hermes_runner.rundir.layout import FEATURES_FILE  # noqa: F401  (re-exported)
 from hermes_runner.trajectory.hermes import _gpt_value, _tool_block, structured_calls, system_turn
 from hermes_runner.usage import Usage
-
-FEATURES_FILE = "dataset_features.json"
 
 
 class OfferedTool(Protocol):

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_runner.errors import ExportError, NotARunDir
+from hermes_runner.rundir.layout import FEATURES_FILE
 from hermes_runner.rundir.reader import RunData, find_runs
 from hermes_runner.rundir.store import atomic_write, dumps_line
-from hermes_runner.trajectory.entry import FEATURES_FILE
 from hermes_runner.trajectory.hermes import clean_calls
 from hermes_runner.trajectory.openai import to_openai
 

@@ -17,7 +17,7 @@ from hermes_runner.config import RunConfig, register_configs
 from hermes_runner.testing.scripted_server import ScriptedServer
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-CONF = ROOT / "conf"
+CONF = ROOT / "hermes_runner" / "conf"
 register_configs()
 
 
@@ -45,7 +45,7 @@ def base_overrides(server: ScriptedServer, tmp_path: Path) -> list[str]:
 
 
 def compose_cfg(overrides: list[str]) -> RunConfig:
-    """Compose conf/config.yaml with Hydra's compose API into a validated RunConfig."""
+    """Compose hermes_runner/conf/config.yaml with Hydra's compose API into a validated RunConfig."""
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         dcfg = compose(config_name="config", overrides=overrides)

@@ -88,7 +88,7 @@ def make_run(server: ScriptedServer, base: Path, name: str = "run", *overrides: 
     return run_dir
 
 
-if __name__ == "__main__":  # a run dir to look at: python tests/sample_run.py /tmp/somewhere
+if __name__ == "__main__":  # a run dir to look at: python -m tests.helpers.sample_run /tmp/somewhere
     import sys
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "outputs/report-sample")

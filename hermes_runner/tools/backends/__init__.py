@@ -108,11 +108,11 @@ def check_toolsets(cfg: RunConfig) -> dict[str, str]:
     if set(missing) == set(drawable(cfg)):
         raise ConfigError(
             head
-            + "None of its toolsets is left: configure them (conf/tools/default.yaml) or pick another distribution."
+            + "None of its toolsets is left: configure them (hermes_runner/conf/tools/default.yaml) or pick another distribution."
         )
     if cfg.tools.unavailable == UnavailablePolicy.refuse:
         raise ConfigError(
-            head + "Configure them (conf/tools/default.yaml), pick another distribution, "
+            head + "Configure them (hermes_runner/conf/tools/default.yaml), pick another distribution, "
             "or set tools.unavailable=drop to run without them."
         )
     log.warning("%sThey are dropped from every prompt (tools.unavailable=drop; =refuse stops instead).", head)

@@ -1,0 +1,1 @@
+"""Real-parts end-to-end tests: whole runs (in process and through the CLI), kill -9, Docker, Ray, sweeps, Chromium, consumer venvs, the real local LLM. Every test here is marked `e2e` (tests/conftest.py)."""

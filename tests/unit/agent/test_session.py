@@ -1,0 +1,67 @@
+"""SessionRunner on ScriptedModel and a real local backend: toolsets, sandbox per prompt, failures recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from hermes_runner.config import LimitsConfig
+from hermes_runner.testing.model import ScriptedModel
+
+from tests.helpers.inprocess import Failure, SessionResult, prompt, run_cfg, session
+from tests.helpers.run import script
+
+TERM = {"name": "terminal", "arguments": {"command": "pwd; echo $HOME; touch mark"}}
+FINAL = {"content": "done", "reasoning": "r"}
+
+
+def test_each_prompt_gets_its_own_sandbox_and_its_sampled_toolsets(tmp_path):
+    cfg = run_cfg(tmp_path, toolsets=("terminal",))
+    steps = [{"tool_calls": [TERM]}, {"tool_calls": [{"name": "terminal", "arguments": {"command": "ls"}}]}, FINAL]
+    outs = asyncio.run(session(ScriptedModel(steps), cfg, [prompt("one", 0), prompt("two", 1)]))
+    assert all(isinstance(o, SessionResult) and o.completed for o in outs)
+    assert [o.toolsets for o in outs] == [["terminal"], ["terminal"]]
+    assert [t.name for t in outs[0].tools] == ["terminal"]
+    listing = [o.history[4]["content"] for o in outs]
+    assert all('"output": "mark\\n"' in text for text in listing)  # each saw only its own file
+
+
+def test_the_same_prompt_draws_the_same_toolsets_and_unavailable_ones_are_never_offered(tmp_path):
+    cfg = run_cfg(tmp_path, toolsets=("terminal", "file"))
+    cfg.distribution.toolsets = {"terminal": 50.0, "file": 50.0, "web": 100.0}
+    prompts = [prompt(f"p{i}", i) for i in range(6)]
+    model = ScriptedModel([FINAL])
+    first = asyncio.run(session(model, cfg, prompts, unavailable_toolsets={"web"}))
+    again = asyncio.run(session(model, cfg, prompts, unavailable_toolsets={"web"}))
+    assert [o.toolsets for o in first] == [o.toolsets for o in again]
+    assert all(o.toolsets and "web" not in o.toolsets for o in first)
+    assert {t["function"]["name"] for c in model.calls for t in c.tools}.isdisjoint({"web_search", "web_extract"})
+
+
+def test_a_model_error_becomes_a_failure_that_keeps_the_spend(tmp_path):
+    steps = [{"tool_calls": [TERM], "usage": {"total_tokens": 40}}, {"fail": [{"status": 400, "message": "nope"}]}]
+    (out,) = asyncio.run(session(ScriptedModel(steps), run_cfg(tmp_path), [prompt("x")]))
+    assert isinstance(out, Failure)
+    assert (out.error_type, out.error, out.api_calls, out.usage.total_tokens) == ("ModelCallError", "nope", 1, 40)
+    assert "ModelCallError" in out.traceback and out.toolsets == ["terminal", "file"] and out.duration_s > 0
+
+
+def test_a_prompt_over_its_time_limit_fails_with_prompt_timeout(tmp_path):
+    cfg = run_cfg(tmp_path, limits=LimitsConfig(timeout_s=0.2))
+    (out,) = asyncio.run(session(ScriptedModel(), cfg, [prompt(script({"sleep": 5, **FINAL}))]))
+    assert isinstance(out, Failure) and out.error_type == "PromptTimeout"
+    assert re.fullmatch(r"prompt exceeded limits\.timeout_s=0\.2s \(stopped after \d+\.\ds, 0 model calls\)", out.error)
+    assert out.duration_s < 3
+
+
+def test_an_unavailable_image_fails_the_prompt_before_any_model_call(tmp_path):
+    model = ScriptedModel([FINAL])
+    p = prompt("needs an image", image="gone:latest")
+    (out,) = asyncio.run(session(model, run_cfg(tmp_path), [p], unavailable_images={"gone:latest": "not found"}))
+    assert isinstance(out, Failure) and out.error_type == "ImageUnavailable" and "not found" in out.error
+    assert model.calls == [] and out.api_calls == 0
+
+
+def test_a_tool_less_answer_is_a_result_with_the_model_that_answered(tmp_path):
+    (out,) = asyncio.run(session(ScriptedModel([{**FINAL, "model": "vendor/x"}]), run_cfg(tmp_path), [prompt()]))
+    assert isinstance(out, SessionResult) and out.model == "vendor/x" and out.api_calls == 1

@@ -1,0 +1,100 @@
+"""Every YAML of every config group composes into a validated RunConfig that passes `config.check`.
+
+One test per YAML, named by it. Group YAMLs each fill their own package, so one Hydra composition takes the
+i-th YAML of every group at once (a composition costs a quarter of a second); a YAML whose row fails is
+composed alone, so the failure names the YAML that is broken (or says that it breaks only beside the others).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, OmegaConf
+
+from hermes_runner.config import RunConfig, check, check_keys
+
+from tests.helpers.run import CONF
+
+HYDRA_GROUPS = ("hydra/job_logging", "hydra/launcher")  # Hydra's own groups, under conf/hydra/
+GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment"))
+OPTIONS = {g: sorted(y.stem for y in (CONF / g).glob("*.yaml")) for g in GROUPS}
+ROWS = [
+    tuple(f"{g}={names[i]}" for g, names in OPTIONS.items() if i < len(names))
+    for i in range(max(len(n) for n in OPTIONS.values()))
+]
+EXPERIMENTS = [f"+experiment={y.stem}" for y in sorted((CONF / "experiment").glob("*.yaml"))]
+
+
+def _compose(overrides: tuple[str, ...], hydra: bool = False) -> DictConfig:
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=hydra)
+
+
+def _validated(overrides: tuple[str, ...]) -> RunConfig:
+    """What the CLI does before anything starts: no unknown key, every type, every value rule."""
+    dcfg = _compose(overrides)
+    check_keys(dcfg)
+    cfg = OmegaConf.to_object(dcfg)
+    assert isinstance(cfg, RunConfig)
+    check(cfg)
+    return cfg
+
+
+@functools.cache
+def _row(overrides: tuple[str, ...]) -> dict | Exception:
+    """The validated RunConfig of one row as plain values, or why it failed."""
+    try:
+        return OmegaConf.to_container(OmegaConf.structured(_validated(overrides)), enum_to_str=True)
+    except Exception as exc:  # noqa: BLE001 - told apart per YAML by the test below
+        return exc
+
+
+def test_every_yaml_has_a_test():
+    tested = {o for row in ROWS for o in row} | set(EXPERIMENTS)
+    on_disk = {f"{y.parent.name}={y.stem}" for y in CONF.glob("*/*.yaml")}
+    assert {o.lstrip("+") for o in tested} == on_disk and len(on_disk) == len(list(CONF.glob("*/*.yaml")))
+
+
+@pytest.mark.parametrize("override", [o for row in ROWS for o in row])
+def test_group_yaml_composes_into_a_valid_run_config(override: str):
+    row = next(r for r in ROWS if override in r)
+    got = _row(row)
+    if isinstance(got, Exception):
+        _validated((override,))  # raises if this YAML is broken on its own
+        if all(not isinstance(_row((o,)), Exception) for o in row if o != override):  # else the broken one fails
+            pytest.fail(f"{override} composes alone but not beside {' '.join(o for o in row if o != override)}: {got}")
+        return
+    group, name = override.split("=")
+    own = OmegaConf.to_container(OmegaConf.load(CONF / group / f"{name}.yaml"))
+    own.pop("defaults", None)
+    _assert_within(own, got[group], f"{group}/{name}.yaml")
+
+
+def _assert_within(own: object, composed: object, where: str) -> None:
+    """The YAML's own values reached the RunConfig (interpolations aside)."""
+    if isinstance(own, dict):
+        for key, value in own.items():
+            assert isinstance(composed, dict) and key in composed, f"{where}: {key} is missing"
+            _assert_within(value, composed[key], f"{where}: {key}")
+    elif not (isinstance(own, str) and (own.startswith("${") or own == "???")):  # filled in later
+        assert own == composed, where
+
+
+@pytest.mark.parametrize("override", EXPERIMENTS)
+def test_experiment_composes_into_a_valid_run_config(override: str):
+    _validated((override,))
+
+
+@pytest.mark.parametrize("override", [f"{g}={y.stem}" for g in HYDRA_GROUPS for y in sorted((CONF / g).glob("*.yaml"))])
+def test_hydra_group_yaml_composes(override: str):
+    group, name = override.split("=")
+    node = OmegaConf.select(_compose((override,), hydra=True), group.replace("/", "."))
+    assert node is not None and OmegaConf.to_container(node, resolve=False)
+    expected = OmegaConf.load(CONF / group / f"{name}.yaml")
+    for key in ("_target_", "version"):  # the file's own identity reached the composed config
+        if key in expected:
+            assert node[key] == expected[key]
