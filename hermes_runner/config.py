@@ -370,6 +370,44 @@ class ToolsConfig:
     browser: BrowserConfig = field(default_factory=BrowserConfig)
 
 
+class DatasetFormat(str, Enum):
+    """How `dataset_file` is read (docs/datasets.md)."""
+
+    auto = "auto"  # from the name: hf:<name>, a directory (save_to_disk), .jsonl/.ndjson, .json, .csv, .parquet
+    jsonl = "jsonl"  # one JSON object per line
+    json = "json"  # a JSON array of objects, or JSON lines
+    csv = "csv"  # comma-separated, a header row naming the columns
+    parquet = "parquet"  # read in record batches (pyarrow)
+    arrow = "arrow"  # a directory written by datasets' `save_to_disk`
+    hf = "hf"  # a Hugging Face hub dataset by name, through `datasets` and its cache
+
+
+@dataclass
+class DatasetFields:
+    """Which column of a row is what; null: the default names."""
+
+    prompt: str | None = None  # task text or a message list (null: `prompt`, else `input`, `conversations`, `messages`)
+    image: str | None = None  # a per-row container image (null: `image`, else `image_name`, else `docker_image`)
+    cwd: str | None = None  # a per-row working directory (null: `cwd`)
+    id: str | None = None  # a row id: the prompt's identity is then the id, not the row's content (null: none)
+    target: str | None = None  # the expected answer, for scorers (null: `target`)
+    verify: str | None = None  # a check command or spec, for scorers (null: `verify`)
+
+
+@dataclass
+class DatasetConfig:
+    """How the rows of `dataset_file` become prompts (docs/datasets.md)."""
+
+    format: DatasetFormat = DatasetFormat.auto
+    fields: DatasetFields = field(default_factory=DatasetFields)
+    # A Jinja2 template over the row's columns that makes the prompt text, e.g.
+    # "Fix this issue in {{ repo }}:\n{{ problem_statement }}" (null: the prompt column as it is).
+    prompt_template: str | None = None
+    split: str | None = None  # hf / arrow: which split (null: the only one, else `train`)
+    revision: str | None = None  # hf: a branch, tag or commit of the hub repository (null: main)
+    subset: str | None = None  # hf: the configuration (subset) name (null: the default one)
+
+
 @dataclass
 class RunConfig:
     model: ModelConfig = MISSING
@@ -384,7 +422,9 @@ class RunConfig:
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
 
-    dataset_file: str = MISSING
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)  # how the rows are read and mapped
+
+    dataset_file: str = MISSING  # a .jsonl/.json/.csv/.parquet file, a save_to_disk directory, or hf:<name>
     run_name: str = MISSING
     batch_size: int = 10
     num_workers: int = 4
@@ -417,7 +457,7 @@ class RunConfig:
 # groups only (rundir/sweep.py), so options that do not define the data (max_samples, num_workers, limits.*,
 # executor, resume, ...) can change and the sweep resumes in the same directories.
 DATA_KEYS = (
-    "dataset_file", "model.name", "model.serve.model_path", "model.temperature", "distribution", "seed", "max_turns", "max_tokens",
+    "dataset_file", "dataset", "model.name", "model.serve.model_path", "model.temperature", "distribution", "seed", "max_turns", "max_tokens",
     "reasoning", "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
     "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout", "output.final_summary",
     "max_invalid_tool_turns",
@@ -528,8 +568,24 @@ def check(cfg: RunConfig) -> None:
                 problems.append(f"{full} must be {rule}{' (or null)' if nullable else ''}, not {value}")
     if cfg.shard.count >= 1 and cfg.shard.index >= cfg.shard.count:
         problems.append(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
+    problems += _template_problems(cfg.dataset.prompt_template)
     if problems:
         raise ConfigError("invalid configuration: " + "; ".join(problems))
+
+
+def _template_problems(template: str | None) -> list[str]:
+    """A prompt_template that is not valid Jinja2, said with its line."""
+    if template is None:
+        return []
+    if not template.strip():
+        return ["dataset.prompt_template is empty (null: the prompt column as it is)"]
+    import jinja2  # here: runs without a template do not pay its import
+
+    try:
+        jinja2.Environment().parse(template)
+    except jinja2.TemplateSyntaxError as exc:
+        return [f"dataset.prompt_template is not a valid Jinja2 template (line {exc.lineno}: {exc.message})"]
+    return []
 
 
 def closest(key: str, names: list[str]) -> str | None:

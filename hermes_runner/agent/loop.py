@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from hermes_runner.dataset import Prompt
+from hermes_runner.dataset import Prompt, system_text
 from hermes_runner.errors import ToolError
 from hermes_runner.model.base import ChatModel, Completion
 from hermes_runner.tools.base import Tool, ToolContext, ToolResult
@@ -135,8 +135,8 @@ class Agent:
         self.model = model
         self.s = settings
 
-    def _head(self) -> list[dict]:
-        system = self.s.system_prompt
+    def _head(self, prompt: Prompt) -> list[dict]:
+        system = system_text(self.s.system_prompt, prompt)  # the run's, then the row's own (an `input` list's)
         if self.s.ephemeral_system_prompt:
             system = f"{system}\n\n{self.s.ephemeral_system_prompt}" if system else self.s.ephemeral_system_prompt
         head = [{"role": "system", "content": system}] if system else []
@@ -146,10 +146,10 @@ class Agent:
         """Drive one conversation, filling `res` as it goes (so a failure keeps what was spent)."""
         started = time.monotonic()
         prompt, tools = res.prompt, res.tools
-        res.history = [{"role": "user", "content": prompt.prompt}]
+        res.history = prompt.opening()  # the prompt, or the row's opening messages
         offered = {t.name: t for t in tools}
         schemas = [t.openai_schema() for t in tools]
-        head = self._head()
+        head = self._head(prompt)
         invalid_streak = 0
         clock = _Clock(res)
         try:

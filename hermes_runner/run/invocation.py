@@ -136,7 +136,7 @@ class Run:
         self.state = self.store.load(on_record=self.stats.add)
         if cfg.dry_run:
             hermes_import.preview(self.state, adopted, self.stats.add)
-        plan = make_plan(cfg, self.state, self.dir)
+        plan = make_plan(cfg, self.state, self.dir, note=None if cfg.dry_run else self.store.write_note)
         self.plan_index = idx = plan.current_index
         self.calls = self.store.load_calls(self.state.attempts)
         # Statistics and checkpoint cover the rows of the current dataset (spend counts every record).
@@ -297,6 +297,8 @@ class Run:
         cfg, p = self.cfg, outcome.prompt
         rec = _summary(outcome, p.key, p.index, self.invocation)
         rec["batch"] = batch
+        if p.digest:
+            rec["digest"] = p.digest  # a row with an id: a later edit of it is told (plan.make_plan)
         if outcome.timeline:
             self.store.write_timeline({"key": p.key, "inv": self.invocation, "calls": outcome.timeline})
         if isinstance(outcome, Failure):
@@ -327,7 +329,9 @@ class Run:
                 discard_reason=reason or "",
             )
             self.store.write_trajectory(status, batch, dumps_line(entry), rec)
-            self.state.terminal[p.key] = Ref(status, rec["file"], rec["offset"], rec["length"], p.index, batch)
+            self.state.terminal[p.key] = Ref(
+                status, rec["file"], rec["offset"], rec["length"], p.index, batch, p.digest
+            )  # fmt: skip
             self.state.failed.pop(p.key, None)
             self.plan_index[p.key] = p.index
             self.stats.add(rec)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,7 +12,8 @@ from hermes_runner.config import RunConfig
 from hermes_runner.dataset import Prompt, Rejected, read_prompts
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError
 from hermes_runner.rundir.layout import REJECTED
-from hermes_runner.rundir.store import LedgerState, atomic_write, dumps_line
+from hermes_runner.rundir.manifest import now
+from hermes_runner.rundir.store import CHANGED, LedgerState, Ref, atomic_write, dumps_line
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ class Plan:
     skipped_failed: int = 0  # failed before, left alone (retry_failed=false)
     to_run: int = 0
     rejected: int = 0
+    changed: int = 0  # finished prompts whose row changed since (same id): kept, and noted in the ledger
     images: Counter = field(default_factory=Counter)
     current_index: dict[str, int] = field(default_factory=dict)  # recorded (terminal or failed) key -> index now
 
@@ -32,6 +34,7 @@ class Plan:
 def _prompts(cfg: RunConfig, on_reject=None) -> Iterator[Prompt]:
     return read_prompts(
         cfg.dataset_file,
+        options=cfg.dataset,
         max_samples=cfg.max_samples,
         shard_index=cfg.shard.index,
         shard_count=cfg.shard.count,
@@ -39,21 +42,23 @@ def _prompts(cfg: RunConfig, on_reject=None) -> Iterator[Prompt]:
     )
 
 
-def make_plan(cfg: RunConfig, state: LedgerState, run_dir: Path) -> Plan:
-    """First pass over the dataset: what is done, what runs, which images are needed."""
+def make_plan(cfg: RunConfig, state: LedgerState, run_dir: Path, note: Callable[[dict], None] | None = None) -> Plan:
+    """First pass over the dataset: what is done, what runs, which images are needed. `note` gets a
+    ledger note for each finished prompt whose row changed since it ran (rows with ids; None: dry run)."""
     plan = Plan()
     rejected: list[bytes] = []
 
     def on_reject(r: Rejected) -> None:
         plan.rejected += 1
-        log.warning("%s line %d rejected: %s", cfg.dataset_file, r.line, r.reason)
-        rejected.append(dumps_line({"line": r.line, "reason": r.reason, "text": r.text}))
+        log.warning("%s %s %d rejected: %s", cfg.dataset_file, r.unit, r.line, r.reason)
+        rejected.append(dumps_line({r.unit: r.line, "reason": r.reason, "text": r.text}))
 
     for p in _prompts(cfg, on_reject):
         plan.total += 1
         if p.key in state.terminal:
             plan.done += 1
             plan.current_index[p.key] = p.index
+            _check_changed(cfg, plan, state.terminal[p.key], p, note)
             continue
         if p.key in state.failed:
             plan.current_index[p.key] = p.index
@@ -66,6 +71,12 @@ def make_plan(cfg: RunConfig, state: LedgerState, run_dir: Path) -> Plan:
         if image:
             plan.images[image] += 1
     atomic_write(run_dir / REJECTED, b"".join(rejected))
+    if plan.changed:
+        log.warning(
+            "%d finished prompts of %s have rows that changed since they ran (same %s): their trajectories are "
+            "kept as they ran (not run again); ledger.jsonl notes each (status %r)",
+            plan.changed, cfg.dataset_file, f"dataset.fields.id {cfg.dataset.fields.id!r}", CHANGED,
+        )  # fmt: skip
     if plan.total == 0:
         raise ConfigError(
             f"{cfg.dataset_file} has no usable prompt"
@@ -82,6 +93,21 @@ def pending(cfg: RunConfig, state: LedgerState, first_batch: int) -> Iterator[tu
             continue
         yield p, first_batch + i // cfg.batch_size
         i += 1
+
+
+def _check_changed(cfg: RunConfig, plan: Plan, ref: Ref, p: Prompt, note: Callable[[dict], None] | None) -> None:
+    """A finished prompt whose row (same id) now gives the model something else: counted, and noted once."""
+    if not p.digest or p.digest == ref.digest or not ref.digest:
+        return
+    plan.changed += 1
+    if plan.changed <= 3:
+        log.info("prompt %d (id key %s) changed since it ran: now %r", p.index, p.key, p.prompt[:80])
+    if note is not None:
+        note(
+            {"key": p.key, "index": p.index, "ts": now(), "what": "prompt", "was": ref.digest, "digest": p.digest,
+             "prompt": p.prompt[:200]}
+        )  # fmt: skip
+        ref.digest = p.digest
 
 
 def _left_alone(cfg: RunConfig, failure: dict) -> bool:

@@ -39,6 +39,7 @@ from hermes_runner.util import fastjson
 log = logging.getLogger(__name__)
 
 TERMINAL = ("ok", "discarded")
+CHANGED = "changed"  # a note, not a disposition: a finished prompt's row was edited since it ran (same id)
 TMP_SUFFIX = ".hr-tmp"  # the temp files of atomic_write, and only those, end with it
 # Temp files of atomic writes before TMP_SUFFIX: a mkstemp name after one of the run dir's rewritten files.
 _LEGACY_TMP = re.compile(
@@ -176,6 +177,7 @@ class Ref:
     length: int
     index: int  # prompt_index written in the entry
     batch: int
+    digest: str = ""  # what the prompt was when it ran (rows with ids, see dataset.Prompt.digest)
 
 
 @dataclass
@@ -299,6 +301,10 @@ class RunStore:
                 except (ValueError, KeyError, TypeError):
                     log.warning("%s: skipping an unreadable record", LEDGER)
                     continue
+                if status == CHANGED:  # a note: the row of a finished prompt changed since (its id is the same)
+                    if key in state.terminal:
+                        state.terminal[key].digest = rec.get("digest", "")
+                    continue
                 state.records += 1
                 state.attempts.add((key, rec.get("inv", -1)))
                 if key in state.terminal:
@@ -312,8 +318,9 @@ class RunStore:
                         log.warning("ledger points past the end of %s; prompt %s will run again", fname, key)
                         continue
                     state.terminal[key] = Ref(
-                        status, fname, rec["offset"], rec["length"], rec["index"], rec.get("batch", -1)
-                    )
+                        status, fname, rec["offset"], rec["length"], rec["index"], rec.get("batch", -1),
+                        rec.get("digest", ""),
+                    )  # fmt: skip
                     if rec.get("imported"):
                         state.foreign.add(fname)
                     state.failed.pop(key, None)
@@ -395,6 +402,11 @@ class RunStore:
                 failures.truncate(offset)
                 raise
         return record
+
+    def write_note(self, record: dict) -> None:
+        """Append a `changed` note to the ledger (the prompt keeps its trajectory; the ledger says what changed)."""
+        with self._lock:
+            self._log(LEDGER).append(dumps_line({**record, "status": CHANGED}))
 
     def close_batch(self, num: int) -> None:
         """No more lines go to batch `num`; its fsync and close wait for the next sync (off the event loop)."""

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from hermes_runner.config import OutputLayout
-from hermes_runner.dataset import Prompt
+from hermes_runner.dataset import Prompt, system_text
 from hermes_runner.rundir.layout import FEATURES_FILE  # noqa: F401  (re-exported)
 from hermes_runner.trajectory.hermes import _gpt_value, _tool_block, structured_calls, system_turn
 from hermes_runner.usage import Usage
@@ -67,7 +67,8 @@ def conversations(
     def turn(who: str, value: str, calls: list[dict] | None = None) -> dict:
         return {"from": who, "value": value, "tool_calls": calls or []} if structured else {"from": who, "value": value}
 
-    turns: list[dict] = [turn("system", system_turn([t.openai_schema() for t in result.tools], system_prompt))]
+    system = system_text(system_prompt, result.prompt)  # the run's, then the row's own (an `input` list's)
+    turns: list[dict] = [turn("system", system_turn([t.openai_schema() for t in result.tools], system))]
     pending_tools: list[str] = []
     for msg in result.history:
         role = msg["role"]
