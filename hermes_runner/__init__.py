@@ -16,7 +16,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
     model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve
     sandbox/        where tool commands run: base Protocols, factory in __init__, one module per backend
-    rundir/         the run directory on disk: layout (file names), store, manifest, stats, reader, merge, sweep
+    rundir/         the run directory on disk: layout (file names), store, manifest, stats, metrics (pass@k and
+                    the other score estimators), reader, merge, sweep
     dataset/        rows of any format -> Prompt: base (Prompt, Reader Protocol, identity), one module per format
                     (jsonl, json_file, csv_file, parquet, hf), mapping (fields, template, messages), prefill
     usage.py        token usage and its cost

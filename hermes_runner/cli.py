@@ -156,6 +156,35 @@ def print_summary(console: Console, stats: dict, run_dir: Path, retry_failed: bo
     # (seam: a scored run's results table is printed after this summary, by print_result)
 
 
+def _pm(value: float | None, err: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.3f}" + (f" ± {err:.3f}" if err is not None else "")
+
+
+def print_results(console: Console, stats: dict) -> None:
+    """The results table (results_table=true, as +experiment=evaluation sets): a row per model and scorer."""
+    results = stats.get("results")
+    if not results:
+        console.print("Results: no scores recorded (configure a scorer: docs/scoring.md)")
+        return
+    k = results[0]["k"]
+    table = Table(title="Results (± standard error across rows)")
+    for col in ("model", "scorer", "n", "pass@1", f"pass@{k}", "tokens", "cost"):
+        table.add_column(col, justify="left" if col in ("model", "scorer") else "right")
+    for r in results:
+        table.add_row(
+            r["model"],
+            r["scorer"],
+            str(r["n"]),
+            _pm(r["pass_at_1"], r["pass_at_1_se"]),
+            _pm(r["pass_at_k"], r["pass_at_k_se"]),
+            f"{r['tokens']:,}",
+            f"${r['cost_usd']:.4f}",
+        )
+    console.print(table)
+
+
 def run_job(dcfg: DictConfig) -> int:
     """Run one Hydra job; in a single run exit with its ExitCode (errors.py)."""
     logging.raiseExceptions = False  # a log file on a full disk must not print a traceback per line
@@ -216,11 +245,13 @@ def execute_run(
     result = invocation.execute_run(
         cfg, run_dir, overrides, redact, on_plan=lambda plan: print_plan(console, cfg, plan, run_dir)
     )
-    print_result(console, result, run_dir, cfg.retry_failed)
+    print_result(console, result, run_dir, results_table=cfg.results_table, retry_failed=cfg.retry_failed)
     return result.code, result.stats
 
 
-def print_result(console: Console, result: InvocationResult, run_dir: Path, retry_failed: bool = True) -> None:
+def print_result(
+    console: Console, result: InvocationResult, run_dir: Path, results_table: bool = False, retry_failed: bool = True
+) -> None:
     """The lines after the plan: the dry run's findings, or the summary, the report and why the run stopped."""
     if result.dry_run is not None:
         console.print(result.dry_run, markup=False)
@@ -230,7 +261,8 @@ def print_result(console: Console, result: InvocationResult, run_dir: Path, retr
         return
     if code != ExitCode.CONFIG:
         print_summary(console, stats, run_dir, retry_failed)
-        # (seam: a scored run's results table goes here, after the summary)
+        if results_table:  # a scored run's results table, after the summary
+            print_results(console, stats)
     if (report := write_report_quietly(run_dir)) is not None:
         say(console, f"Report:       {report}")
     if code == ExitCode.INTERRUPTED:

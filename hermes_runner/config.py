@@ -209,6 +209,27 @@ class FiltersConfig:
     hallucinated_tools: HallucinatedToolPolicy = HallucinatedToolPolicy.drop
 
 
+class ErrorClass(str, Enum):
+    """Kinds of prompt failure an in-run retry takes (`retry.on`)."""
+
+    provider = "provider"  # the model endpoint failed for good: an error status after model.max_retries, an empty,
+    # malformed or broken reply (never EndpointDown: the endpoint serves nobody, the run stops starting prompts)
+    sandbox = "sandbox"  # the sandbox could not start or died (SandboxError)
+    timeout = "timeout"  # the prompt exceeded limits.timeout_s (PromptTimeout)
+    tool_model = "tool_model"  # a tool's own model (vision, MoA, ...) failed and the error left the tool
+
+
+@dataclass
+class RetryConfig:
+    """In-run retries of failed prompts (docs/evaluation.md). Each failed attempt goes to failures.jsonl; the last
+    one stays the prompt's failure in the ledger, and a later invocation retries it as before (retry_failed)."""
+
+    max_attempts: int = 1  # attempts per prompt in one invocation (1: no in-run retry)
+    on: list[ErrorClass] = field(default_factory=lambda: list(ErrorClass))  # which failures are retried
+    initial_wait_s: float = 1.0  # back-off before the 2nd attempt, doubled before each later one
+    max_wait_s: float = 60.0  # cap of the back-off
+
+
 @dataclass
 class ExecutorConfig:
     backend: str = "local"  # local (asyncio in this process) | ray
@@ -421,6 +442,7 @@ class RunConfig:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    retry: RetryConfig = field(default_factory=RetryConfig)  # in-run retries of failed prompts
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)  # how the rows are read and mapped
 
@@ -430,6 +452,12 @@ class RunConfig:
     num_workers: int = 4
     max_turns: int = 10
     max_samples: int | None = None
+    # Runs of each dataset row: k samples, each with its own key (the row's + `~s<i>`; sample 0 keeps the row's),
+    # sandbox and toolset draw, `metadata.sample_index` in its entry; pass@k in statistics.json uses this k.
+    samples_per_prompt: int = 1
+    # Print the results table at the end (model, scorer, n, pass@1 +- stderr, pass@k, tokens, cost;
+    # statistics.json `results` holds it either way): +experiment=evaluation turns it on.
+    results_table: bool = False
     max_tokens: int | None = None
     system_prompt: str = (
         "You are an autonomous agent with tool access. Work step by step, use the tools "
@@ -473,6 +501,10 @@ VALUE_RULES: tuple[tuple[str, str], ...] = (
     ("num_workers", _AT_LEAST_1),
     ("max_turns", _AT_LEAST_1),
     ("max_samples", _AT_LEAST_1),
+    ("samples_per_prompt", _AT_LEAST_1),
+    ("retry.max_attempts", _AT_LEAST_1),
+    ("retry.initial_wait_s", _NON_NEGATIVE),
+    ("retry.max_wait_s", _NON_NEGATIVE),
     ("max_tokens", _AT_LEAST_1),
     ("max_invalid_tool_turns", _AT_LEAST_1),
     ("log_prefix_chars", _NON_NEGATIVE),

@@ -10,8 +10,11 @@ Where each one goes (control flow):
                                                                   exit 4; the next run retries those failures
     ModelCallError, EmptyResponse,
     MalformedReply, BrokenStream   model.client (retried first)   agent.session -> the prompt fails (ledger)
+    ToolModelError                 agent.loop (a tool's model     agent.session -> the prompt fails (ledger)
+                                   error that left the tool)
     PromptTimeout, ImageUnavailable,
     SandboxError                   agent.session, sandbox/        agent.session -> the prompt fails (ledger)
+                                   (retry.max_attempts retries these in-run, but ImageUnavailable)
     ToolError (+BlockedURL)        tools/                         agent.loop -> the message is the tool result
     Refused                        tools.backends.egress          the egress proxy -> an HTTP error reply
     NotARunDir, ExportError        rundir.reader, trajectory      report / export commands -> an error message
@@ -76,6 +79,11 @@ class ModelCallError(RunnerError):
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
         self.status = status
+
+
+class ToolModelError(ModelCallError):
+    """A tool's own model call failed for good and the tool let it out (not a ToolError): the prompt fails, and
+    `retry.on: [tool_model]` retries it."""
 
 
 class EndpointDown(ModelCallError):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from hermes_runner.dataset import Prompt, system_text
-from hermes_runner.errors import ToolError
+from hermes_runner.errors import ModelCallError, ToolError, ToolModelError
 from hermes_runner.model.base import ChatModel, Completion
 from hermes_runner.tools.base import Tool, ToolContext, ToolResult
 from hermes_runner.usage import Usage
@@ -78,6 +78,7 @@ class SessionResult:
     # {k: "model", t, dur, in, out, retries, finish}, tool calls {k: "tool", n, t, dur, ok, exit};
     # t: seconds from the prompt's start.
     timeline: list[dict] = field(default_factory=list)
+    earlier_failures: list = field(default_factory=list)  # failed in-run attempts before this one (session.Failure)
 
     @property
     def completed(self) -> bool:
@@ -249,6 +250,10 @@ class Agent:
             return name, await tool.run(ctx, args), True
         except ToolError as exc:
             return name, ToolResult.error(str(exc)), True
+        except ModelCallError as exc:  # only tools' models are called from here: the prompt fails, as a tool's
+            if isinstance(exc, ToolModelError):
+                raise
+            raise ToolModelError(f"tool {name}: its model failed: {exc}", exc.status) from exc
 
     def _log(self, prompt: Prompt, text: str) -> None:
         if self.s.verbose:

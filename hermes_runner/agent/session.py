@@ -8,10 +8,22 @@ import traceback
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
+
 from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
-from hermes_runner.config import RunConfig
+from hermes_runner.config import ErrorClass, RunConfig
 from hermes_runner.dataset import Prompt
-from hermes_runner.errors import ImageUnavailable, PromptTimeout
+from hermes_runner.errors import (
+    BrokenStream,
+    EmptyResponse,
+    EndpointDown,
+    ImageUnavailable,
+    MalformedReply,
+    ModelCallError,
+    PromptTimeout,
+    SandboxError,
+    ToolModelError,
+)
 from hermes_runner.model.base import ChatModel
 from hermes_runner.sandbox.base import SandboxBackend
 from hermes_runner.tools import distributions
@@ -32,9 +44,27 @@ class Failure:
     retries: int = 0
     duration_s: float = 0.0
     timeline: list[dict] = field(default_factory=list)  # the calls made before it failed (SessionResult.timeline)
+    error_class: ErrorClass | None = None  # what kind of failure, for retry.on (None: never retried in-run)
+    attempt: int = 1  # which in-run attempt of the prompt failed so
+    earlier_failures: list[Failure] = field(default_factory=list)  # failed in-run attempts before this one
 
 
 Outcome = SessionResult | Failure
+
+
+def error_class(exc: BaseException) -> ErrorClass | None:
+    """The retry.on class of a prompt's error; None for errors a new attempt cannot mend (bad input, endpoint down)."""
+    if isinstance(exc, EndpointDown):
+        return None  # the endpoint serves no prompt: the run stops starting them
+    if isinstance(exc, ToolModelError):
+        return ErrorClass.tool_model
+    if isinstance(exc, ModelCallError | EmptyResponse | MalformedReply | BrokenStream):
+        return ErrorClass.provider
+    if isinstance(exc, SandboxError):
+        return ErrorClass.sandbox
+    if isinstance(exc, PromptTimeout):
+        return ErrorClass.timeout
+    return None
 
 
 class SessionRunner:
@@ -58,6 +88,36 @@ class SessionRunner:
         self.unavailable_toolsets = frozenset(unavailable_toolsets)  # dropped: never offered
 
     async def __call__(self, prompt: Prompt) -> Outcome:
+        """Run the prompt, again after a back-off while it fails in a way `retry.on` names (up to
+        `retry.max_attempts`); the failures before the last outcome ride on it (`earlier_failures`)."""
+        retry = self.cfg.retry
+        earlier: list[Failure] = []
+
+        def keep(state: RetryCallState) -> None:
+            earlier.append(state.outcome.result())
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(retry.max_attempts),
+            wait=wait_exponential(multiplier=retry.initial_wait_s, max=retry.max_wait_s),
+            retry=retry_if_result(lambda o: isinstance(o, Failure) and o.error_class in retry.on),
+            before_sleep=keep,
+            retry_error_callback=lambda state: state.outcome.result(),
+        )
+        outcome = await retrying(self._attempt, prompt, earlier)
+        outcome.earlier_failures = earlier
+        for f in earlier:  # the prompt's spend is that of all its attempts (the ledger and the budget count it)
+            outcome.usage.add(f.usage)
+            outcome.api_calls += f.api_calls
+            outcome.retries += f.retries
+        return outcome
+
+    async def _attempt(self, prompt: Prompt, earlier: list[Failure]) -> Outcome:
+        outcome = await self._once(prompt)
+        if isinstance(outcome, Failure):
+            outcome.attempt = len(earlier) + 1
+        return outcome
+
+    async def _once(self, prompt: Prompt) -> Outcome:
         started = time.monotonic()
         toolsets = distributions.sample(self.cfg.distribution, self.cfg.seed, prompt.key, self.unavailable_toolsets)
         res = SessionResult(prompt, tools_for(toolsets), toolsets)
@@ -104,6 +164,7 @@ class SessionRunner:
             retries=res.retries,
             duration_s=time.monotonic() - started,
             timeline=res.timeline,
+            error_class=error_class(err),
         )
 
 

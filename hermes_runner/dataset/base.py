@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import decimal
 import hashlib
@@ -29,6 +30,17 @@ class Prompt:
     target: str | None = None  # the expected answer (`dataset.fields.target`), for scorers
     verify: str | None = None  # a check for scorers (`dataset.fields.verify`)
     digest: str = ""  # hash of what the model is given (text, messages, image, cwd): says a row changed
+    sample: int = 0  # which of the row's samples_per_prompt runs this is
+    row_key: str = ""  # the row's own key, when this is a sample after the first ("": `key` is the row's)
+
+    def for_sample(self, sample: int) -> Prompt:
+        """Sample `sample` of this row, with an identity of its own: the row's key + `~s<sample>`.
+
+        Sample 0 keeps the row's key as it is, so run dirs of one sample per row resume unchanged.
+        This is the one place the sample suffix is made (the ledger records `row` and `sample` beside it)."""
+        if sample == 0:
+            return self
+        return dataclasses.replace(self, key=f"{self.key}~s{sample}", sample=sample, row_key=self.key)
 
     def opening(self) -> list[dict]:
         """The conversation's first messages."""

@@ -69,7 +69,42 @@ def summary(job: Job) -> dict:
         "mean_turns": mean([r.get("turns", 0) for r in trajs]),
         "mean_api_calls": mean([r.get("api_calls", 0) for r in run.final.values()]),
         "mean_duration_s": mean([r.get("duration_s", 0.0) for r in run.final.values()]),
+        **score_summary(job),
     }
+
+
+def score_summary(job: Job) -> dict:
+    """`scores` (the score table: a row per scorer and scope) and `scores_overall` (scorer -> estimate), or nothing
+    when no record carries scores. k is the samples_per_prompt of the run, as its statistics say (else the most
+    samples a row has)."""
+    tally = job.run.stats.scores
+    if not tally.scorers:
+        return {}
+    k = (job.run.statistics or {}).get("samples_per_prompt") or max(1, tally.samples_per_row())
+    est = tally.summary(k, job.run.config_value("model.name") or "")
+    table = []
+    for title, scope in (("all", {"": est["overall"]}), ("model", est["by_model"]), ("toolset", est["by_toolset"])):
+        for group, per_scorer in scope.items():
+            for scorer, e in per_scorer.items():
+                table.append(
+                    {
+                        "scorer": scorer,
+                        "scope": f"{title} {group}".strip(),
+                        "n": e["samples"],
+                        "rows": e["rows"],
+                        "mean": pm(e["mean"], e["mean_se"]),
+                        "pass_at_1": pm(e["pass_at_1"], e["pass_at_1_se"]),
+                        "pass_at_k": pm(e["pass_at_k"], e["pass_at_k_se"]),
+                    }
+                )
+    return {"scores": table, "scores_k": k, "scores_overall": est["overall"], "unscored": est["unscored"]}
+
+
+def pm(value: float | None, err: float | None) -> str:
+    """An estimate with its standard error: 0.500 ± 0.289 (– when there is none)."""
+    if value is None:
+        return "–"
+    return f"{value:.3f}" + (f" ± {err:.3f}" if err is not None else "")
 
 
 def pct(part: float, whole: float) -> float:
@@ -145,9 +180,28 @@ COMPARE_ROWS = [
 ]
 
 
-def compare_table(summs: list[dict]) -> list[dict]:
-    """Rows of the side-by-side table: metric, one formatted cell per job."""
+def score_rows(summs: list[dict]) -> list[dict]:
+    """The side-by-side rows of the scores: per scorer mean, pass@1 and pass@k of each job (– where it has none)."""
+    scorers: list[str] = []
+    for sm in summs:
+        scorers += [name for name in sm.get("scores_overall") or {} if name not in scorers]
+    ks = {sm["scores_k"] for sm in summs if sm.get("scores_k")}
+    k_title = f"pass@{ks.pop()}" if len(ks) == 1 else "pass@k"
     out = []
+    for name in scorers:
+        ests = [(sm.get("scores_overall") or {}).get(name) for sm in summs]
+        for title, field in (("mean", "mean"), ("pass@1", "pass_at_1"), (k_title, "pass_at_k")):
+            cells = ["–" if e is None else pm(e[field], e[f"{field}_se"]) for e in ests]
+            if field == "pass_at_k" and k_title == "pass@k":
+                cells = [c if e is None else f"{c} (k={e['k']})" for c, e in zip(cells, ests, strict=True)]
+            out.append({"metric": f"{name} {title}", "cells": cells})
+        out.append({"metric": f"{name} samples", "cells": ["–" if e is None else f"{e['samples']:,}" for e in ests]})
+    return out
+
+
+def compare_table(summs: list[dict]) -> list[dict]:
+    """Rows of the side-by-side table: metric, one formatted cell per job (the scores first, when there are some)."""
+    out = score_rows(summs)
     for title, path, kind in COMPARE_ROWS:
         raw = []
         for sm in summs:

@@ -295,6 +295,7 @@ class Run:
 
     def _record(self, outcome: Outcome, batch: int) -> None:
         cfg, p = self.cfg, outcome.prompt
+        self._record_attempts(outcome, batch)
         rec = _summary(outcome, p.key, p.index, self.invocation)
         rec["batch"] = batch
         if p.digest:
@@ -308,6 +309,8 @@ class Run:
             else:
                 log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, error)
             rec.update(error_type=outcome.error_type, error=error)
+            if outcome.attempt > 1:
+                rec["attempt"] = outcome.attempt  # the last of its in-run attempts
             detail = {"traceback": self.redact.text(outcome.traceback), "prompt": p.prompt[:2000]}
             self.store.write_failure(rec, detail)
             self.state.failed[p.key] = rec
@@ -316,7 +319,7 @@ class Run:
             status = "failed"
         else:
             status, reason, summary = classify(outcome, cfg, self.names)
-            rec.update(summary)
+            rec.update(summary, model=outcome.model or cfg.model.name)
             if reason:
                 rec["reason"] = reason
             entry = entries.entry(
@@ -330,7 +333,7 @@ class Run:
             )
             self.store.write_trajectory(status, batch, dumps_line(entry), rec)
             self.state.terminal[p.key] = Ref(
-                status, rec["file"], rec["offset"], rec["length"], p.index, batch, p.digest
+                status, rec["file"], rec["offset"], rec["length"], p.index, batch, p.digest, p.sample
             )  # fmt: skip
             self.state.failed.pop(p.key, None)
             self.plan_index[p.key] = p.index
@@ -346,6 +349,16 @@ class Run:
         if self.progress:
             in_flight = self.executor.in_flight if self.executor else 0
             self.progress.advance(status, outcome.usage, in_flight, outcome.retries)
+
+    def _record_attempts(self, outcome: Outcome, batch: int) -> None:
+        """The failed in-run attempts before the outcome: each in failures.jsonl (retry.max_attempts)."""
+        p = outcome.prompt
+        for f in outcome.earlier_failures:
+            error = self.redact.text(f.error)
+            log.warning("prompt %d attempt %d failed (retrying): %s: %s", p.index, f.attempt, f.error_type, error)
+            rec = _summary(f, p.key, p.index, self.invocation)
+            rec.update(batch=batch, attempt=f.attempt, error_type=f.error_type, error=error)
+            self.store.write_attempt({**rec, "traceback": self.redact.text(f.traceback), "prompt": p.prompt[:2000]})
 
     def _stop(self, why: Stop, reason: str) -> None:
         """No new prompt starts (those not started stay pending, in-flight prompts finish); said once."""

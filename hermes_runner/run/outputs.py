@@ -63,7 +63,7 @@ def write_trajectories(
     """trajectories.jsonl: the kept entries of the current dataset in prompt order; returns how many."""
     refs = sorted(
         ((idx[k], k, r) for k, r in state.terminal.items() if r.status == "ok" and k in idx),
-        key=lambda t: (t[0], t[1]),
+        key=lambda t: (t[0], t[2].sample, t[1]),  # dataset order, a row's samples in order
     )
     handles: dict[str, int] = {}
 
@@ -152,7 +152,12 @@ def write_statistics(
         "invocations": invocations,
         "stopped_by_budget": stopped_by_budget,
         "invocation": this_invocation or {},  # this invocation's pace and endpoint trouble
+        "samples_per_prompt": cfg.samples_per_prompt,
     }
+    k, model = cfg.samples_per_prompt, cfg.model.name
+    if (scores := s.scores.summary(k, model)) is not None:  # only when the records carry scores
+        stats["scores"] = scores
+        stats["results"] = s.scores.results(k, model)
     atomic_write_json(run_dir / STATISTICS, stats)
     return stats
 

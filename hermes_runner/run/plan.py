@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Plan:
-    total: int = 0  # good rows in scope
+    total: int = 0  # prompts in scope: good rows x samples_per_prompt
     done: int = 0  # already ok or discarded
     retry: int = 0  # failed before, to run again
     skipped_failed: int = 0  # failed before, left alone (retry_failed=false)
@@ -32,7 +32,8 @@ class Plan:
 
 
 def _prompts(cfg: RunConfig, on_reject=None) -> Iterator[Prompt]:
-    return read_prompts(
+    """The prompts in scope, streamed: each row's `samples_per_prompt` samples one after the other."""
+    rows = read_prompts(
         cfg.dataset_file,
         options=cfg.dataset,
         max_samples=cfg.max_samples,
@@ -40,6 +41,10 @@ def _prompts(cfg: RunConfig, on_reject=None) -> Iterator[Prompt]:
         shard_count=cfg.shard.count,
         on_reject=on_reject,
     )
+    k = cfg.samples_per_prompt
+    for p in rows:
+        for sample in range(k):
+            yield p.for_sample(sample)
 
 
 def make_plan(cfg: RunConfig, state: LedgerState, run_dir: Path, note: Callable[[dict], None] | None = None) -> Plan:

@@ -12,9 +12,11 @@ from hermes_runner.trajectory import entry as entries
 
 
 def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int) -> dict:
+    p = res.prompt
     rec = {
         "key": key,
         "index": index,
+        **({"row": p.row_key, "sample": p.sample} if p.sample else {}),  # one of samples_per_prompt > 1
         "inv": invocation,
         "ts": now(),
         "api_calls": res.api_calls,
@@ -23,6 +25,8 @@ def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int
         "toolsets": res.toolsets,
         "usage": res.usage.as_dict(),
     }
+    if res.earlier_failures:
+        rec["attempts"] = len(res.earlier_failures) + 1  # in-run attempts (retry.max_attempts)
     return rec
 
 

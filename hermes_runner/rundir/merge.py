@@ -22,7 +22,8 @@ from pathlib import Path
 from hermes_runner.errors import ConfigError
 from hermes_runner.rundir.layout import MERGED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.manifest import MANIFEST
-from hermes_runner.rundir.store import LEDGER, atomic_write, atomic_write_json
+from hermes_runner.rundir.stats import ScoreTally
+from hermes_runner.rundir.store import LEDGER, RunStore, atomic_write, atomic_write_json
 
 SHARD_KEYS = ("shard.index", "shard.count")
 _INDEX = re.compile(rb'^\{"prompt_index": (-?\d+)')
@@ -82,7 +83,7 @@ def _entries(shard: Shard) -> Iterator[tuple[int, bytes]]:
             index = int(m.group(1)) if m else json.loads(line)["prompt_index"]
             if index % shard.count != shard.index:
                 raise ConfigError(f"{shard.dir}: prompt {index} does not belong to shard {shard.index}/{shard.count}")
-            if last is not None and index <= last:
+            if last is not None and index < last:  # (the samples of a row share its index)
                 raise ConfigError(f"{shard.dir}/trajectories.jsonl is not ordered by prompt_index (edited?)")
             last, n = index, n + 1
             yield index, line if line.endswith(b"\n") else line + b"\n"
@@ -136,7 +137,22 @@ def merge_statistics(shards: list[Shard]) -> dict:
     stats["shards"] = [
         {"dir": str(s.dir), "index": s.index, "count": s.count, "prompts": s.stats["prompts"]} for s in shards
     ]
+    _merge_scores(stats, shards)
     return stats
+
+
+def _merge_scores(stats: dict, shards: list[Shard]) -> None:
+    """Estimates do not add up: `scores` and `results` are computed again over all shards' ledger records."""
+    k = shards[0].stats.get("samples_per_prompt", 1)
+    stats["samples_per_prompt"] = k
+    stats.pop("scores", None)
+    stats.pop("results", None)
+    tally = ScoreTally()
+    for shard in shards:
+        RunStore(shard.dir).load(on_record=lambda r: r["status"] != "failed" and tally.add(r), repair=False)
+    model = shards[0].data_config.get("model.name") or ""
+    if (scores := tally.summary(k, model)) is not None:
+        stats["scores"], stats["results"] = scores, tally.results(k, model)
 
 
 def merge(out_dir: Path, shard_dirs: list[Path], partial: bool = False) -> dict:

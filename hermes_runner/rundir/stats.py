@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, fields
 
+from hermes_runner.rundir.metrics import RowTally, estimate
 from hermes_runner.usage import Usage
 
 USAGE_FIELDS = tuple(f.name for f in fields(Usage))
@@ -12,6 +13,109 @@ USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 
 def _rate(part: int, whole: int) -> float:
     return round(100.0 * part / whole, 2) if whole else 0.0
+
+
+@dataclass
+class ScoreTally:
+    """The `scores` of finished prompts (kept and discarded), per scorer and row: overall, per toolset, per model.
+
+    Discarded prompts count too: a sample dropped for a low reward is a failed attempt, not a missing one.
+    Failed prompts carry no scores and are left out (`unscored` counts finished prompts without any)."""
+
+    scorers: list[str] = field(default_factory=list)  # in the order the records list them
+    # (scope, group) -> scorer -> row key -> tally; scope is "overall" (group ""), "toolset" or "model"
+    groups: dict[tuple[str, str], dict[str, dict[str, RowTally]]] = field(default_factory=dict)
+    unscored: int = 0
+    model_usage: dict[str, Usage] = field(default_factory=dict)  # model -> spend of its finished prompts
+
+    def add(self, rec: dict, n: int = 1) -> None:
+        scores = rec.get("scores")
+        if not scores:
+            self.unscored += n
+            return
+        row = rec.get("row") or rec["key"]
+        model = rec.get("model") or ""
+        spend = self.model_usage.get(model)
+        if spend is None:
+            spend = self.model_usage[model] = Usage()
+        for name in USAGE_FIELDS:
+            setattr(spend, name, getattr(spend, name) + n * (rec.get("usage") or {}).get(name, 0))
+        scopes = [("overall", ""), ("model", model), *(("toolset", t) for t in rec.get("toolsets") or ())]
+        for score in scores:
+            name = score["name"]
+            if name not in self.scorers:
+                self.scorers.append(name)
+            for scope in scopes:
+                per_row = self.groups.setdefault(scope, {}).setdefault(name, {})
+                tally = per_row.get(row)
+                if tally is None:
+                    tally = per_row[row] = RowTally()
+                tally.add(score.get("value", 0.0), score.get("passed", False), n)
+
+    def merge(self, other: ScoreTally) -> None:
+        """Add another shard's tallies (shards hold different rows)."""
+        self.scorers += [n for n in other.scorers if n not in self.scorers]
+        self.unscored += other.unscored
+        for scope, per_scorer in other.groups.items():
+            for name, rows in per_scorer.items():
+                self.groups.setdefault(scope, {}).setdefault(name, {}).update(rows)
+        for model, usage in other.model_usage.items():
+            self.model_usage.setdefault(model, Usage()).add(usage)
+
+    def samples_per_row(self) -> int:
+        """The most samples any row has for any scorer (the run's k once it is done)."""
+        overall = self.groups.get(("overall", ""), {})
+        return max((t.n for per_row in overall.values() for t in per_row.values()), default=0)
+
+    def summary(self, k: int, default_model: str = "") -> dict | None:
+        """statistics.json `scores`: per scorer mean, pass@1 and pass@k with standard errors (None: nothing scored)."""
+        if not self.scorers:
+            return None
+
+        def of(scope: tuple[str, str]) -> dict:
+            per_scorer = self.groups.get(scope, {})
+            return {name: estimate(per_scorer[name].values(), k) for name in self.scorers if name in per_scorer}
+
+        def scoped(kind: str) -> dict:
+            return {group or default_model: of((s, group)) for s, group in sorted(self.groups) if s == kind}
+
+        return {
+            "scorers": list(self.scorers),
+            "k": k,
+            "unscored": self.unscored,
+            "overall": of(("overall", "")),
+            "by_toolset": scoped("toolset"),
+            "by_model": scoped("model"),
+        }
+
+    def results(self, k: int, default_model: str) -> list[dict]:
+        """The evaluation table: one row per model and scorer (n, pass@1 ± stderr, pass@k, tokens, cost)."""
+        out = []
+        for (scope, model), per_scorer in sorted(self.groups.items()):
+            if scope != "model":
+                continue
+            spend = self.model_usage.get(model, Usage())
+            for name in self.scorers:
+                if name not in per_scorer:
+                    continue
+                e = estimate(per_scorer[name].values(), k)
+                out.append(
+                    {
+                        "model": model or default_model,
+                        "scorer": name,
+                        "n": e["samples"],
+                        "rows": e["rows"],
+                        "mean": e["mean"],
+                        "pass_at_1": e["pass_at_1"],
+                        "pass_at_1_se": e["pass_at_1_se"],
+                        "k": k,
+                        "pass_at_k": e["pass_at_k"],
+                        "pass_at_k_se": e["pass_at_k_se"],
+                        "tokens": spend.total_tokens,
+                        "cost_usd": round(spend.cost_usd, 6),
+                    }
+                )
+        return out
 
 
 @dataclass
@@ -38,6 +142,7 @@ class RunStats:
     batches: dict[int, Counter] = field(default_factory=dict)
     # Prompts finished earlier that are not in the current dataset (rows edited or removed): status -> count.
     out_of_scope: Counter = field(default_factory=Counter)
+    scores: ScoreTally = field(default_factory=ScoreTally)  # the scorers' values of finished prompts
 
     def add(self, rec: dict) -> None:
         """Count one ledger record; every attempt's spend counts, outcomes only once per prompt."""
@@ -71,6 +176,7 @@ class RunStats:
         per_batch[status] += n
         if status == "failed":
             return  # failures are counted from the latest failure of each still-failed prompt
+        self.scores.add(rec, n)
         turns, reasoning_turns = rec.get("turns", 0) * n, rec.get("reasoning_turns", 0) * n
         self.turns += turns
         self.reasoning_turns += reasoning_turns
@@ -111,6 +217,8 @@ class RunStats:
             elif f.name == "batches":
                 for batch, counts in theirs.items():
                     mine.setdefault(batch, Counter()).update(counts)
+            elif isinstance(mine, ScoreTally):
+                mine.merge(theirs)
             else:
                 setattr(self, f.name, mine + theirs)
 

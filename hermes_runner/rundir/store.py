@@ -178,6 +178,7 @@ class Ref:
     index: int  # prompt_index written in the entry
     batch: int
     digest: str = ""  # what the prompt was when it ran (rows with ids, see dataset.Prompt.digest)
+    sample: int = 0  # which of its row's samples (samples_per_prompt)
 
 
 @dataclass
@@ -320,6 +321,7 @@ class RunStore:
                     state.terminal[key] = Ref(
                         status, fname, rec["offset"], rec["length"], rec["index"], rec.get("batch", -1),
                         rec.get("digest", ""),
+                        rec.get("sample", 0),
                     )  # fmt: skip
                     if rec.get("imported"):
                         state.foreign.add(fname)
@@ -407,6 +409,11 @@ class RunStore:
         """Append a `changed` note to the ledger (the prompt keeps its trajectory; the ledger says what changed)."""
         with self._lock:
             self._log(LEDGER).append(dumps_line({**record, "status": CHANGED}))
+
+    def write_attempt(self, detail: dict) -> None:
+        """A failed in-run attempt that was retried: into failures.jsonl only (the ledger records the outcome)."""
+        with self._lock:
+            self._log(FAILURES).append(dumps_line({**detail, "status": "failed", "retried": True}))
 
     def close_batch(self, num: int) -> None:
         """No more lines go to batch `num`; its fsync and close wait for the next sync (off the event loop)."""

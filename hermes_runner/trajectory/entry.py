@@ -135,6 +135,7 @@ def entry(
             "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
             "model": str(model),
             "prompt_key": str(p.key),
+            "sample_index": int(p.sample),  # which of the row's samples_per_prompt runs
             "image": str(p.image or ""),
             "cwd": str(p.cwd or ""),
             "row_fields": json.dumps(p.fields, ensure_ascii=False, sort_keys=True),
@@ -192,6 +193,7 @@ def conform(row: dict, *, key: str, tool_names: list[str], layout: OutputLayout 
             "timestamp": _timestamp(meta.get("timestamp")),
             "model": str(meta.get("model") or ""),
             "prompt_key": key,
+            "sample_index": 0,
             "image": str(meta.get("image") or ""),
             "cwd": str(meta.get("cwd") or ""),
             "row_fields": json.dumps(extra, ensure_ascii=False, sort_keys=True, default=str),
@@ -240,6 +242,7 @@ def features(tool_names: list[str], layout: OutputLayout = OutputLayout.hermes) 
             "timestamp": _value("timestamp[s]"),  # what datasets (pyarrow) infers from the ISO 8601 text
             "model": _value("string"),
             "prompt_key": _value("string"),
+            "sample_index": _value("int64"),
             "image": _value("string"),
             "cwd": _value("string"),
             "row_fields": _value("string"),
