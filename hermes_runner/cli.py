@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from hermes_runner.config import DistributionConfig, RunConfig, as_container, check_keys
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, JobNotStarted, RunDirBusy
@@ -25,6 +26,7 @@ from hermes_runner.run.plan import Plan
 from hermes_runner.rundir.layout import REJECTED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.store import prelock
 from hermes_runner.tools import distributions
+from hermes_runner.util.console import FILE_ONLY
 from hermes_runner.util.redact import Redactor
 
 log = logging.getLogger("hermes_runner")
@@ -66,36 +68,72 @@ def load_distributions() -> list[DistributionConfig]:
     return out
 
 
+def say(console: Console, text: str, **kwargs: object) -> None:
+    """Print a line for the user and put it in the run's log file (run.log) too."""
+    console.print(text, **kwargs)
+    plain = Text.from_markup(text).plain if kwargs.get("markup", True) else text
+    for line in plain.strip("\n").splitlines():
+        log.info("%s", line, extra={FILE_ONLY: True})
+
+
 def print_plan(console: Console, cfg: RunConfig, plan: Plan, run_dir: Path) -> None:
-    console.print(
+    say(
+        console,
         f"[bold]{cfg.run_name}[/]: {plan.total} prompts in scope, {plan.done} already done, "
         f"{plan.to_run} to run"
         + (f" ({plan.retry} retries of failed prompts)" if plan.retry else "")
         + (f", {plan.skipped_failed} failed left alone" if plan.skipped_failed else "")
-        + (f", {plan.rejected} bad lines (see {run_dir / REJECTED})" if plan.rejected else "")
+        + (f", {plan.rejected} bad lines (see {run_dir / REJECTED})" if plan.rejected else ""),
     )
 
 
-def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
+def _by(counts: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+def summary_lines(stats: dict, run_dir: Path, retry_failed: bool = True) -> list[str]:
+    """The end summary (rich markup): outcomes that add up, this invocation's pace and endpoint trouble,
+    where the failures are and how to retry them."""
     p = stats["prompts"]
-    at_max_turns = p["stopped"] and stats.get("stop_reasons", {}).get("max_turns") == p["stopped"]
-    console.print(
-        f"\n[bold]Done[/]: {p['ok']} kept ({p['completed']} completed, {p['partial']} partial, "
-        f"{p['stopped']} stopped{' at max_turns' if at_max_turns else ''}), "
-        f"{p['discarded']} discarded, {p['failed']} failed, {p['pending']} pending of {p['total']}"
+    stopped = stats.get("stopped_reasons") or {}
+    kept = f"{p['ok']} kept = {p['completed']} completed + {p['partial']} partial + {p['stopped']} stopped" + (
+        f" ({_by(stopped)})" if p["stopped"] and stopped else ""
     )
+    lines = [
+        f"\n[bold]Done[/]: {kept}; {p['discarded']} discarded"
+        + (f" ({_by(stats['discarded_by_reason'])})" if stats["discarded_by_reason"] else "")
+        + f"; {p['failed']} failed"
+        + (f" ({_by(stats['failed_by_error'])})" if stats["failed_by_error"] else "")
+        + f"; {p['pending']} pending; of {p['total']} prompts"
+    ]
     if stats.get("stop_reasons"):
-        console.print("  stop reasons (kept): " + ", ".join(f"{k} {v}" for k, v in stats["stop_reasons"].items()))
+        lines.append("  stop reasons (kept): " + _by(stats["stop_reasons"]))
     gone = stats.get("not_in_dataset") or {}
     if gone.get("prompts"):
-        console.print(
+        lines.append(
             f"  [yellow]{gone['prompts']} recorded prompts are not in the current dataset[/] (rows edited or removed):"
             " left out of trajectories.jsonl and these counts; their records stay in ledger.jsonl and the batch files"
         )
-    if stats["discarded_by_reason"]:
-        console.print("  discarded: " + ", ".join(f"{k} {v}" for k, v in stats["discarded_by_reason"].items()))
-    if stats["failed_by_error"]:
-        console.print("  failed: " + ", ".join(f"{k} {v}" for k, v in stats["failed_by_error"].items()))
+    inv = stats.get("invocation")
+    if inv:
+        lines.append(
+            f"  this invocation: {inv['prompts']} prompts in {inv['seconds']:.1f}s ({inv['prompts_per_s']:.2f} prompts/s);"
+            f" model calls: {stats['api_calls']:,} in all, {inv['retries']} retries, {inv['rate_limited']} 429s,"
+            f" {inv['backoff_seconds']:.1f}s backing off"
+        )
+    if p["failed"]:
+        again = (
+            "run the same command again to retry them"
+            if retry_failed
+            else "they are left alone on reruns (retry_failed=false): rerun with retry_failed=true to retry them"
+        )
+        lines.append(f"  [red]{p['failed']} prompts failed[/]: details in {run_dir / 'failures.jsonl'}; {again}")
+    return lines
+
+
+def print_summary(console: Console, stats: dict, run_dir: Path, retry_failed: bool = True) -> None:
+    for line in summary_lines(stats, run_dir, retry_failed):
+        say(console, line)
     table = Table(title="Tool use (kept trajectories)")
     for col in ("tool", "calls", "success", "failure", "success %"):
         table.add_column(col, justify="left" if col == "tool" else "right")
@@ -106,14 +144,16 @@ def print_summary(console: Console, stats: dict, run_dir: Path) -> None:
         console.print(table)
     r = stats["reasoning_statistics"]
     u = stats["usage"]
-    console.print(
+    say(
+        console,
         f"Reasoning coverage: {r['coverage_percent']:.1f}% of {r['total_assistant_turns']} assistant turns. "
         f"Tokens: {u['total_tokens']:,} ({u['prompt_tokens']:,} in, {u['completion_tokens']:,} out)"
         + (f", cost ${u['cost_usd']:.4f}" if u["cost_usd"] else "")
-        + f". Run time {stats['duration_seconds']:.1f}s."
+        + f". Run time {stats['duration_seconds']:.1f}s.",
     )
-    console.print(f"Trajectories: [bold]{run_dir / TRAJECTORIES}[/] ({stats['trajectories']} entries)")
-    console.print(f"Statistics:   {run_dir / STATISTICS}")
+    say(console, f"Trajectories: [bold]{run_dir / TRAJECTORIES}[/] ({stats['trajectories']} entries)")
+    say(console, f"Statistics:   {run_dir / STATISTICS}")
+    # (seam: a scored run's results table is printed after this summary, by print_result)
 
 
 def _pm(value: float | None, err: float | None) -> str:
@@ -205,11 +245,13 @@ def execute_run(
     result = invocation.execute_run(
         cfg, run_dir, overrides, redact, on_plan=lambda plan: print_plan(console, cfg, plan, run_dir)
     )
-    print_result(console, result, run_dir, results_table=cfg.results_table)
+    print_result(console, result, run_dir, results_table=cfg.results_table, retry_failed=cfg.retry_failed)
     return result.code, result.stats
 
 
-def print_result(console: Console, result: InvocationResult, run_dir: Path, results_table: bool = False) -> None:
+def print_result(
+    console: Console, result: InvocationResult, run_dir: Path, results_table: bool = False, retry_failed: bool = True
+) -> None:
     """The lines after the plan: the dry run's findings, or the summary, the report and why the run stopped."""
     if result.dry_run is not None:
         console.print(result.dry_run, markup=False)
@@ -218,21 +260,22 @@ def print_result(console: Console, result: InvocationResult, run_dir: Path, resu
     if stats is None or code == ExitCode.STORAGE:
         return
     if code != ExitCode.CONFIG:
-        print_summary(console, stats, run_dir)
-        if results_table:
+        print_summary(console, stats, run_dir, retry_failed)
+        if results_table:  # a scored run's results table, after the summary
             print_results(console, stats)
     if (report := write_report_quietly(run_dir)) is not None:
-        console.print(f"Report:       {report}")
+        say(console, f"Report:       {report}")
     if code == ExitCode.INTERRUPTED:
-        console.print("[yellow]Interrupted.[/] Run the same command again to finish the remaining prompts.")
+        say(console, "[yellow]Interrupted.[/] Run the same command again to finish the remaining prompts.")
     elif code == ExitCode.ENDPOINT_DOWN:
         left = stats["prompts"]["pending"] + sum(stats["failed_by_error"].get(t, 0) for t in ENDPOINT_DOWN_ERRORS)
-        console.print(f"Stopped: {result.stops[Stop.endpoint_down]}", style="bold red", markup=False)
-        console.print(f"{left} prompts left to run: fix the endpoint, then run the same command again.")
+        say(console, f"Stopped: {result.stops[Stop.endpoint_down]}", style="bold red", markup=False)
+        say(console, f"{left} prompts left to run: fix the endpoint, then run the same command again.")
     elif code == ExitCode.BUDGET:
-        console.print(
+        say(
+            console,
             f"[yellow]Stopped by budget[/]: {result.stops[Stop.budget]}. "
-            "Run the same command with a higher limit to continue."
+            "Run the same command with a higher limit to continue.",
         )
     elif code == ExitCode.NOTHING_KEPT:
         log.error("%s", nothing_kept(stats))

@@ -553,7 +553,9 @@ class RunConfig:
     fsync_interval_s: float = 0.2
     list_distributions: bool = False
     dry_run: bool = False
-    progress: bool = True
+    progress: bool = True  # the live two-row display on a terminal
+    progress_interval_s: float = 30.0  # the plain progress line (logs, run.log, stderr not a terminal): every ...
+    progress_every_percent: float = 5.0  # ... this many seconds or this share of the prompts, whichever first
 
 
 # The options that define a run's data, the one list of them: a resumed run must not change them silently
@@ -585,6 +587,8 @@ VALUE_RULES: tuple[tuple[str, str], ...] = (
     ("max_invalid_tool_turns", _AT_LEAST_1),
     ("log_prefix_chars", _NON_NEGATIVE),
     ("fsync_interval_s", _POSITIVE),
+    ("progress_interval_s", _POSITIVE),
+    ("progress_every_percent", _NON_NEGATIVE),
     ("shard.count", _AT_LEAST_1),
     ("shard.index", _NON_NEGATIVE),
     ("limits.max_cost_usd", _POSITIVE),

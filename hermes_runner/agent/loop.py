@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -75,6 +76,10 @@ class SessionResult:
     duration_s: float = 0.0
     scores: list[dict] = field(default_factory=list)  # one record per scorer, the primary's first (score/)
     reward: float = 0.0  # the primary scorer's value (0.0 unscored)
+    # Every model and tool call in order, for the report's timeline (rundir TIMELINE): model calls
+    # {k: "model", t, dur, in, out, retries, finish}, tool calls {k: "tool", n, t, dur, ok, exit};
+    # t: seconds from the prompt's start.
+    timeline: list[dict] = field(default_factory=list)
     earlier_failures: list = field(default_factory=list)  # failed in-run attempts before this one (session.Failure)
 
     @property
@@ -86,6 +91,38 @@ class SessionResult:
     def partial(self) -> bool:
         """Stopped early: output cut by length, repeated invalid calls, or the prompt's token or cost limit."""
         return isinstance(self.stop_reason, StopReason) and self.stop_reason.partial
+
+
+_EXIT = re.compile(r'"exit_code": (-?\d+)')
+
+
+class _Clock:
+    """Times the calls of one conversation into its timeline."""
+
+    def __init__(self, res: SessionResult):
+        self.res, self.t0 = res, time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def model(self, start: float, reply: Completion | None, error: BaseException | None = None) -> None:
+        call: dict = {"k": "model", "t": round(start, 3), "dur": round(self.now() - start, 3)}
+        if reply is not None:
+            u = reply.usage
+            call.update(
+                {"in": u.prompt_tokens, "out": u.completion_tokens, "retries": reply.retries,
+                 "finish": reply.finish_reason or ""}
+            )  # fmt: skip
+        else:
+            call["error"] = type(error).__name__ if error else "cancelled"
+        self.res.timeline.append(call)
+
+    def tool(self, start: float, name: str, result: ToolResult) -> None:
+        m = _EXIT.search(result.content[:200]) or _EXIT.search(result.content[-200:])
+        call = {"k": "tool", "n": name, "t": round(start, 3), "dur": round(self.now() - start, 3), "ok": result.ok}
+        if m:
+            call["exit"] = int(m.group(1))
+        self.res.timeline.append(call)
 
 
 def _count(res: SessionResult, reply: Completion) -> None:
@@ -117,9 +154,10 @@ class Agent:
         schemas = [t.openai_schema() for t in tools]
         head = self._head(prompt)
         invalid_streak = 0
+        clock = _Clock(res)
         try:
             for _ in range(self.s.max_turns):
-                reply = await self.model.complete(head + res.history, schemas)
+                reply = await self._complete(clock, head + res.history, schemas)
                 _count(res, reply)
                 msg = reply.message
                 res.history.append(msg)
@@ -135,7 +173,9 @@ class Agent:
                     break
                 any_valid = False
                 for call in calls:
+                    start = clock.now()
                     name, result, valid = await self._call(call, offered, ctx)
+                    clock.tool(start, name, result)
                     any_valid |= valid
                     res.tool_calls.append((name, result.ok))
                     res.history.append(
@@ -149,12 +189,23 @@ class Agent:
             else:
                 res.stop_reason = StopReason.max_turns
             if res.history[-1]["role"] == "tool":
-                await self._end_on_assistant(res, head)
+                await self._end_on_assistant(res, head, clock)
         finally:
             res.duration_s = time.monotonic() - started
         return res
 
-    async def _end_on_assistant(self, res: SessionResult, head: list[dict]) -> None:
+    async def _complete(self, clock: _Clock, messages: list[dict], schemas: list[dict]) -> Completion:
+        """One model call, timed into the timeline (a failed one too)."""
+        start = clock.now()
+        try:
+            reply = await self.model.complete(messages, schemas)
+        except BaseException as exc:
+            clock.model(start, None, exc)
+            raise
+        clock.model(start, reply)
+        return reply
+
+    async def _end_on_assistant(self, res: SessionResult, head: list[dict], clock: _Clock) -> None:
         """A conversation that stopped right after tool results gets a last assistant turn, so that every
         trainer keeps it: for max_turns (with `final_summary`), the reply to one call without tools (any
         tool call it still makes is dropped); otherwise, or if that call fails or says nothing, the last
@@ -162,8 +213,8 @@ class Agent:
         The stop reason stays what it was."""
         if self.s.final_summary and res.stop_reason == StopReason.max_turns:
             try:
-                reply = await self.model.complete(
-                    [*head, *res.history, {"role": "user", "content": SUMMARY_REQUEST}], []
+                reply = await self._complete(
+                    clock, [*head, *res.history, {"role": "user", "content": SUMMARY_REQUEST}], []
                 )
             except Exception as exc:  # noqa: BLE001 - the trajectory is kept either way, trimmed
                 log.warning("[P%d] final summary call failed (%s): trimming instead", res.prompt.index, exc)

@@ -45,6 +45,7 @@ class Failure:
     api_calls: int = 0
     retries: int = 0
     duration_s: float = 0.0
+    timeline: list[dict] = field(default_factory=list)  # the calls made before it failed (SessionResult.timeline)
     error_class: ErrorClass | None = None  # what kind of failure, for retry.on (None: never retried in-run)
     attempt: int = 1  # which in-run attempt of the prompt failed so
     earlier_failures: list[Failure] = field(default_factory=list)  # failed in-run attempts before this one
@@ -185,6 +186,7 @@ class SessionRunner:
             api_calls=res.api_calls,
             retries=res.retries,
             duration_s=time.monotonic() - started,
+            timeline=res.timeline,
             error_class=error_class(err),
         )
 

@@ -34,3 +34,6 @@ class CallHook:
 
     def after_call(self, exc: BaseException | None, completion: Completion | None) -> None:
         """After a call: its completion, or the exception it ended with."""
+
+    def on_retry(self, exc: BaseException | None) -> None:
+        """The call failed with `exc` and will be made again, after its back-off."""

@@ -283,11 +283,12 @@ class OpenAIChatModel:
         exc = state.outcome.exception() if state.outcome else None
         return connection_refused(exc) and state.attempt_number > self.cfg.refused_retries
 
-    @staticmethod
-    def _before_sleep(state: RetryCallState) -> None:
+    def _before_sleep(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0
-        log.info("model call failed (%s); retry %d in %.2fs", _short(exc), state.attempt_number, wait)
+        log.debug("model call failed (%s); retry %d in %.2fs", _short(exc), state.attempt_number, wait)
+        for h in self.hooks:
+            h.on_retry(exc)
 
     async def aclose(self) -> None:
         await self.client.close()

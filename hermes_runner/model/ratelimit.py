@@ -49,11 +49,40 @@ class Pacer:
 @dataclass
 class LimiterState:
     calls: int = 0
-    retries: int = 0
+    errors: int = 0  # failed attempts (retried or not)
+    retries: int = 0  # attempts made again after a failed one
     rate_limited: int = 0
     waiting: int = 0  # sessions currently held by the limiter
     cooldown_until: float = 0.0
     concurrency: int = 0
+    backoff_s: float = 0.0  # wall time covered by 429 cool-downs so far
+
+
+@dataclass
+class Throttle:
+    """What the endpoint limiter reports: retries, 429s, back-off and concurrency."""
+
+    retries: int = 0
+    rate_limited: int = 0
+    backoff_s: float = 0.0  # wall time spent in 429 cool-downs so far
+    backing_off_s: float = 0.0  # left of the current cool-down
+    waiting: int = 0  # sessions held by request/token pacing
+    concurrency: int = 0
+    max_concurrency: int = 0
+
+    def describe(self) -> str:
+        parts = []
+        if self.retries:
+            parts.append(f"retries {self.retries}")
+        if self.rate_limited:
+            parts.append(f"429s {self.rate_limited}")
+        if self.backing_off_s > 0:
+            parts.append(f"backing off {self.backing_off_s:.1f}s")
+        if self.waiting:
+            parts.append(f"throttled {self.waiting}")
+        if self.concurrency < self.max_concurrency:
+            parts.append(f"concurrency {self.concurrency}/{self.max_concurrency}")
+        return " ".join(parts)
 
 
 class EndpointLimiter(CallHook):
@@ -75,21 +104,16 @@ class EndpointLimiter(CallHook):
         s = self.state
         return s.waiting > 0 or s.cooldown_until > time.monotonic() or s.concurrency < self.max_concurrency
 
-    def describe(self) -> str:
+    def throttle(self) -> Throttle:
+        """What the progress display and the summary show of this endpoint."""
         s = self.state
-        parts = []
-        if s.retries:
-            parts.append(f"retries {s.retries}")
-        if s.rate_limited:
-            parts.append(f"429s {s.rate_limited}")
-        left = s.cooldown_until - time.monotonic()
-        if left > 0:
-            parts.append(f"backing off {left:.1f}s")
-        if s.waiting:
-            parts.append(f"throttled {s.waiting}")
-        if s.concurrency < self.max_concurrency:
-            parts.append(f"concurrency {s.concurrency}/{self.max_concurrency}")
-        return " ".join(parts)
+        left = max(0.0, s.cooldown_until - time.monotonic())
+        return Throttle(
+            s.retries, s.rate_limited, s.backoff_s - left, left, s.waiting, s.concurrency, self.max_concurrency
+        )
+
+    def describe(self) -> str:
+        return self.throttle().describe()
 
     async def before_call(self, estimate_tokens: float = 0.0) -> None:
         self.state.waiting += 1
@@ -119,16 +143,22 @@ class EndpointLimiter(CallHook):
             return
         if exc is None:
             return
-        self.state.retries += 1
+        self.state.errors += 1
         if isinstance(exc, openai.APIStatusError) and exc.status_code == 429:
             self._on_rate_limited(retry_after_seconds(exc))
+
+    def on_retry(self, exc: BaseException | None) -> None:
+        """The client will make the failed call again (after its back-off)."""
+        self.state.retries += 1
 
     def _on_rate_limited(self, retry_after: float | None) -> None:
         s = self.state
         s.rate_limited += 1
         now = time.monotonic()
         wait = retry_after if retry_after is not None else 1.0
-        s.cooldown_until = max(s.cooldown_until, now + min(wait, 300.0))
+        until = max(s.cooldown_until, now + min(wait, 300.0))
+        s.backoff_s += until - max(s.cooldown_until, now)  # (overlapping cool-downs count once)
+        s.cooldown_until = until
         if self.cfg.adaptive and now - self._last_episode > EPISODE_S:
             self._last_episode = now
             self._set_concurrency(max(self.cfg.min_concurrency, int(s.concurrency * DECREASE)))
@@ -146,7 +176,7 @@ class EndpointLimiter(CallHook):
     def _set_concurrency(self, n: int) -> None:
         n = max(1, min(n, self.max_concurrency))
         if n != self.state.concurrency:
-            log.info("rate limiting: concurrency %d -> %d", self.state.concurrency, n)
+            log.debug("rate limiting: concurrency %d -> %d", self.state.concurrency, n)
             self.state.concurrency = n
             if self.on_concurrency:
                 self.on_concurrency(n)

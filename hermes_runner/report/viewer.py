@@ -14,6 +14,9 @@ MAX_TRAJECTORIES = 500
 MAX_CHARS = 4000  # per message text in the viewer
 TRAJECTORY_BUDGET = 40_000  # characters per trajectory; texts past it are cut shorter
 SHORT_CHARS = 400
+RAW_CHARS = 500  # per string in the raw-JSON tab (its texts are in the conversation tab already)
+RAW_BUDGET = 6_000  # characters of a raw entry before its strings are cut to SHORT_CHARS
+MAX_TIMELINE = 500  # calls shown per trajectory
 
 
 def pick(groups: list[list[str]], cap: int) -> list[set[str]]:
@@ -126,10 +129,15 @@ def viewer_data(jobs: list[Job], max_trajectories: int, max_chars: int) -> dict:
             continue
         ordered = [k for k in job.run.final if k in keys]
         failures = job.run.failures()
+        timelines = job.run.timelines(ordered)
         entries = dict((rec["key"], e) for rec, e in job.run.entries(ordered))
         for key in ordered:
             rec = job.run.final[key]
-            items.append(_item(len(items), ji, rec, entries.get(key), failures.get(key), max_chars, heads, head_ids))
+            item = _item(len(items), ji, rec, entries.get(key), failures.get(key), max_chars, heads, head_ids)
+            if key in timelines:
+                item["timeline"] = timelines[key][:MAX_TIMELINE]
+                item["timeline_cut"] = max(0, len(timelines[key]) - MAX_TIMELINE)
+            items.append(item)
     return {
         "jobs": [j.name for j in jobs],
         "tags": [j.tag for j in jobs],
@@ -177,6 +185,7 @@ def _item(
         "inv": rec.get("inv"),
         "batch": rec.get("batch"),
     }
+    raw = Clipper(min(max_chars, RAW_CHARS), RAW_BUDGET)
     if entry is not None:
         fname = DISCARDED if status == "discarded" else TRAJECTORIES
         msgs, head = view_messages(entry, clip, f"; see {fname}")
@@ -192,6 +201,8 @@ def _item(
         item["tool_errors"] = sum(1 for m in msgs if m.get("err")) + sum(
             1 for m in msgs for c in m.get("calls", []) if c.get("bad")
         )
+        _scores(item, entry, clip)
+        item["raw"] = {"entry": raw.tree(entry), "ledger record": rec}
     else:
         detail = failure or {}
         prompt = detail.get("prompt", "")
@@ -203,6 +214,26 @@ def _item(
             }
         ]
         item["tool_errors"] = 0
+        item["raw"] = {"failure": raw.tree(detail), "ledger record": rec}
     first_user = next((m["c"] for m in item["msgs"] if m["r"] == "user"), "")
     item["prompt"] = first_user[:240]
     return item
+
+
+def _scores(item: dict, entry: dict, clip: Clipper) -> None:
+    """The entry's reward and its scorers' outputs, when it was scored."""
+    reward = entry.get("reward")
+    if isinstance(reward, int | float) and not isinstance(reward, bool):
+        item["reward"] = reward
+    scores = entry.get("scores")
+    if isinstance(scores, list):
+        item["scores"] = [
+            {
+                "name": str(s.get("name", "")),
+                "value": s.get("value"),
+                "passed": s.get("passed"),
+                "explanation": clip(str(s.get("explanation") or "")),
+            }
+            for s in scores
+            if isinstance(s, dict)
+        ]

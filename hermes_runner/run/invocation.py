@@ -25,7 +25,7 @@ from hermes_runner.config import RunConfig, as_container, check
 from hermes_runner.dataset import Prompt, load_prefill
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, RunDirBusy, StorageFull
 from hermes_runner.executors import Executor, Work, open_executor
-from hermes_runner.model.ratelimit import EndpointLimiter
+from hermes_runner.model.ratelimit import EndpointLimiter, Throttle
 from hermes_runner.model.serve import check_model, serving
 from hermes_runner.run import estimate, outputs
 from hermes_runner.run.budget import CURRENT_PROMPT, RunBudget
@@ -271,7 +271,14 @@ class Run:
             self._storage_failed(exc)
             return
         syncer = asyncio.ensure_future(self._sync_loop())
-        self.progress = RunProgress(cfg.run_name, plan.to_run, enabled=cfg.progress, status=self.limiter.describe)
+        self.progress = RunProgress(
+            cfg.run_name,
+            plan.to_run,
+            enabled=cfg.progress,
+            throttle=self.limiter.throttle,
+            interval_s=cfg.progress_interval_s,
+            every_percent=cfg.progress_every_percent,
+        )
         try:
             with self.progress:
                 async for outcome in executor.map_unordered(session, items()):
@@ -294,6 +301,8 @@ class Run:
         rec["batch"] = batch
         if p.digest:
             rec["digest"] = p.digest  # a row with an id: a later edit of it is told (plan.make_plan)
+        if outcome.timeline:
+            self.store.write_timeline({"key": p.key, "inv": self.invocation, "calls": outcome.timeline})
         if isinstance(outcome, Failure):
             error = self.redact.text(outcome.error)
             if outcome.error_type in ENDPOINT_DOWN_ERRORS:
@@ -345,7 +354,8 @@ class Run:
             del self.batch_left[batch]
             self.store.close_batch(batch)
         if self.progress:
-            self.progress.advance(status, outcome.usage, self.executor.in_flight if self.executor else 0)
+            in_flight = self.executor.in_flight if self.executor else 0
+            self.progress.advance(status, outcome.usage, in_flight, outcome.retries)
 
     def _record_attempts(self, outcome: Outcome, batch: int) -> None:
         """The failed in-run attempts before the outcome: each in failures.jsonl (retry.max_attempts)."""
@@ -428,7 +438,22 @@ class Run:
             toolsets_dropped=self.toolsets_dropped,
             invocations=self.invocation + 1,
             stopped_by_budget=self.stops.get(Stop.budget),
+            this_invocation=self._this_invocation(),
         )
+
+    def _this_invocation(self) -> dict:
+        """What this invocation ran: prompts, time, rate; retries, 429s and back-off at the endpoint."""
+        t = self.progress.endpoint() if self.progress else self.limiter.throttle() if self.limiter else Throttle()
+        ran = self.progress.done if self.progress else 0
+        seconds = time.time() - self.started
+        return {
+            "prompts": ran,
+            "seconds": round(seconds, 3),
+            "prompts_per_s": round(ran / seconds, 3) if seconds > 0 else 0.0,
+            "retries": t.retries,
+            "rate_limited": t.rate_limited,
+            "backoff_seconds": round(t.backoff_s, 3),
+        }
 
     def finalize(self, plan: Plan) -> dict:
         """Write the derived files; on a full disk, the ones not written are rebuilt by the next run."""

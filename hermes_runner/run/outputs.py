@@ -113,6 +113,7 @@ def write_statistics(
     toolsets_dropped: dict[str, str],
     invocations: int,
     stopped_by_budget: str | None,
+    this_invocation: dict | None = None,
 ) -> dict:
     """statistics.json: counts, tool and reasoning statistics, usage and model calls of the whole run."""
     s.failed = Counter(r.get("error_type", "Error") for k, r in state.failed.items() if k in idx)
@@ -138,6 +139,7 @@ def write_statistics(
             "rejected_lines": plan.rejected,
         },
         "stop_reasons": _positive(s.stop_reasons),
+        "stopped_reasons": _positive(s.stopped_reasons),
         "not_in_dataset": {"prompts": out_of_scope, **s.out_of_scope},
         "discarded_by_reason": _positive(s.discarded),
         "discarded_no_reasoning": s.discarded.get("no_reasoning", 0),
@@ -161,6 +163,7 @@ def write_statistics(
         "prompt_seconds": round(s.prompt_seconds, 3),
         "invocations": invocations,
         "stopped_by_budget": stopped_by_budget,
+        "invocation": this_invocation or {},  # this invocation's pace and endpoint trouble
         "samples_per_prompt": cfg.samples_per_prompt,
     }
     k, model = cfg.samples_per_prompt, cfg.model.name

@@ -10,6 +10,7 @@ DISCARDED = "discarded.jsonl"
 FAILURES = "failures.jsonl"
 USAGE = "usage.jsonl"
 RESCORED = "rescored.jsonl"  # entries re-scored by `hermes-score` (each pointed at by a `rescored` record)
+TIMELINE = "timeline.jsonl"  # every prompt attempt's model and tool calls, timed (read by the report)
 BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")  # batch files of a hermes-agent run dir
 BATCH_GLOB = "batch_*.jsonl"
 BATCH_FILE = "batch_{}.jsonl"  # .format(batch number)

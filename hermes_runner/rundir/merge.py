@@ -179,7 +179,7 @@ def merge(out_dir: Path, shard_dirs: list[Path], partial: bool = False) -> dict:
         {
             "created": stats["completed_at"],
             "data_config": {**shards[0].data_config, "shard.count": shards[0].count},
-            "shards": [{"dir": str(s.dir), "index": s.index} for s in shards],
+            "shards": [{"dir": str(s.dir), "path": str(s.dir.resolve()), "index": s.index} for s in shards],
             "trajectories": n,
         },
     )

@@ -11,9 +11,9 @@ from datetime import datetime
 from pathlib import Path
 
 from hermes_runner.errors import NotARunDir
-from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST, STATISTICS
+from hermes_runner.rundir.layout import FEATURES_FILE, INVOCATIONS, MANIFEST, MERGED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.stats import RunStats
-from hermes_runner.rundir.store import FAILURES, LEDGER, TERMINAL, Ref, RunStore, iter_lines
+from hermes_runner.rundir.store import FAILURES, LEDGER, TERMINAL, TIMELINE, Ref, RunStore, iter_lines
 from hermes_runner.usage import Usage
 
 STATUSES = ("completed", "partial", "incomplete", "discarded", "failed")
@@ -64,12 +64,16 @@ class RunData:
     final: dict[str, dict] = field(default_factory=dict)  # key -> final record (terminal, or latest failure)
     refs: dict[str, Ref] = field(default_factory=dict)
     live: bool = False  # the ledger is newer than statistics.json: running, or stopped before finalizing
+    ref_dirs: dict[str, Path] = field(default_factory=dict)  # key -> the dir its ref points into (merged runs)
+    merged_from: list[Path] = field(default_factory=list)  # the shard dirs of a merged run dir
 
     @classmethod
     def load(cls, run_dir: Path | str) -> RunData:
         d = Path(run_dir)
         if not is_run_dir(d):
-            raise NotARunDir(f"{d} is not a run directory (no {LEDGER} or {MANIFEST})")
+            raise NotARunDir(f"{d} is not a run directory (no {LEDGER}, {MANIFEST} or {MERGED})")
+        if (d / MERGED).is_file() and not (d / LEDGER).is_file():
+            return _load_merged(d)
         stats = RunStats()
         terminal: dict[str, dict] = {}
 
@@ -155,15 +159,18 @@ class RunData:
 
     def entries(self, keys: Iterable[str]) -> Iterator[tuple[dict, dict]]:
         """(final record, trajectory entry) of the given kept or discarded prompts, read by ledger offsets."""
-        store = RunStore(self.dir)
-        handles: dict[str, int] = {}
+        handles: dict[Path, int] = {}
         try:
             for key in keys:
                 ref = self.refs.get(key)
                 if ref is None:
                     continue
+                path = self.ref_dirs.get(key, self.dir) / ref.file
+                fd = handles.get(path)
+                if fd is None:
+                    fd = handles[path] = os.open(path, os.O_RDONLY)
                 try:
-                    entry = json.loads(store.read_entry(ref, handles))
+                    entry = json.loads(os.pread(fd, ref.length, ref.offset))
                 except ValueError:
                     continue
                 yield self.final[key], entry
@@ -175,14 +182,123 @@ class RunData:
         """The latest failure detail (error, traceback, prompt) of every still-failed prompt."""
         failed = {k for k, r in self.final.items() if r["status"] == "failed"}
         out: dict[str, dict] = {}
-        for rec in read_jsonl(self.dir / FAILURES):
-            if rec.get("key") in failed:
-                out[rec["key"]] = rec
+        for d in self.merged_from or [self.dir]:
+            for rec in read_jsonl(d / FAILURES):
+                if rec.get("key") in failed:
+                    out[rec["key"]] = rec
         return out
+
+    def timelines(self, keys: Iterable[str] | None = None) -> dict[str, list[dict]]:
+        """The timed model and tool calls of each prompt's final attempt (timeline.jsonl; runs of older
+        versions have none)."""
+        wanted = set(self.final if keys is None else keys)
+        out: dict[str, list[dict]] = {}
+        matched: set[str] = set()  # keys whose line of the final record's invocation was read
+        for d in self.merged_from or [self.dir]:
+            for rec in read_jsonl(d / TIMELINE):
+                key, calls = rec.get("key"), rec.get("calls")
+                if key not in wanted or key in matched or not isinstance(calls, list):
+                    continue
+                out[key] = calls
+                if rec.get("inv") == self.final[key].get("inv"):
+                    matched.add(key)
+        return out
+
+    def features(self) -> dict | None:
+        """The run's `datasets` features (dataset_features.json), when it wrote them."""
+        for d in [self.dir, *self.merged_from]:
+            if (spec := read_json(d / FEATURES_FILE)) is not None:
+                return spec
+        return None
 
 
 def is_run_dir(path: Path) -> bool:
-    return (path / LEDGER).is_file() or (path / MANIFEST).is_file()
+    return (path / LEDGER).is_file() or (path / MANIFEST).is_file() or (path / MERGED).is_file()
+
+
+# -- merged run dirs (python -m hermes_runner.merge) ---------------------------------------------
+
+
+def _shard_dirs(d: Path, merged: dict) -> list[Path] | None:
+    """The shard dirs a merge read, when every one is still a run dir (by its absolute path, or as given,
+    from the merged dir's parent or the working dir); else None."""
+    found = []
+    for shard in merged.get("shards") or []:
+        candidates = [Path(shard.get("path") or shard.get("dir", ""))]
+        if not candidates[0].is_absolute():
+            candidates += [d.parent / candidates[0].name, d.parent / candidates[0]]
+        hit = next((c for c in candidates if (c / LEDGER).is_file()), None)
+        if hit is None:
+            return None
+        found.append(hit)
+    return found or None
+
+
+def _load_merged(d: Path) -> RunData:
+    """A merged dir: the shards' records when the shards are still there, else its own trajectories
+    (kept prompts only; the other counts are in its statistics.json)."""
+    merged = read_json(d / MERGED) or {}
+    statistics = read_json(d / STATISTICS)
+    manifest = {"run_name": d.name, "data_config": merged.get("data_config") or {}}
+    shards = _shard_dirs(d, merged)
+    if shards:
+        runs = [RunData.load(s) for s in shards]
+        final = {k: r for run in runs for k, r in run.final.items()}
+        order = sorted(final, key=lambda k: (final[k].get("index", 0), k))
+        stats = RunStats()
+        for run in runs:
+            stats.merge(run.stats)
+        return RunData(
+            dir=d,
+            name=runs[0].name,
+            manifest={**runs[0].manifest, **manifest, "run_name": runs[0].name},
+            statistics=statistics,
+            invocations=[inv for run in runs for inv in run.invocations],
+            stats=stats,
+            final={k: final[k] for k in order},
+            refs={k: ref for run in runs for k, ref in run.refs.items()},
+            ref_dirs={k: run.dir for run in runs for k in run.refs},
+            merged_from=shards,
+        )
+    stats, final, refs = RunStats(), {}, {}
+    offset = 0
+    path = d / TRAJECTORIES
+    for line in iter_lines(path) if path.exists() else ():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        if isinstance(entry, dict):
+            rec = _record_of(entry)
+            final[rec["key"]] = rec
+            refs[rec["key"]] = Ref("ok", TRAJECTORIES, offset, len(line), rec["index"], rec["batch"])
+            stats.add(rec)
+        offset += len(line)
+    if statistics:
+        stats.discarded.update(statistics.get("discarded_by_reason") or {})
+        stats.failed.update(statistics.get("failed_by_error") or {})
+    return RunData(d, d.name, manifest, statistics, [], stats, final, refs)
+
+
+def _record_of(entry: dict) -> dict:
+    """A ledger-like record of a kept trajectory entry (for a merged dir without its shards)."""
+    meta = entry.get("metadata") or {}
+    stats = entry.get("tool_stats") or {}
+    index = int(entry.get("prompt_index", -1))
+    return {
+        "key": str(meta.get("prompt_key") or index),
+        "index": index,
+        "status": "ok",
+        "batch": int(meta.get("batch_num", -1)),
+        "completed": bool(entry.get("completed")),
+        "partial": bool(entry.get("partial")),
+        "stop": entry.get("stop_reason") or "",
+        "api_calls": int(entry.get("api_calls") or 0),
+        "usage": entry.get("usage") or {},
+        "toolsets": list(entry.get("toolsets_used") or []),
+        "turns": sum(1 for t in entry.get("conversations") or [] if t.get("from") == "gpt"),
+        "tools": {n: [int(s.get("count", 0)), int(s.get("failure", 0))] for n, s in stats.items() if s.get("count")},
+    }
 
 
 def find_runs(path: Path | str, max_depth: int = 16) -> list[Path]:
@@ -195,14 +311,14 @@ def find_runs(path: Path | str, max_depth: int = 16) -> list[Path]:
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         depth = len(Path(dirpath).relative_to(root).parts)
-        if (LEDGER in filenames or MANIFEST in filenames) and depth > 0:
+        if (LEDGER in filenames or MANIFEST in filenames or MERGED in filenames) and depth > 0:
             found.append(Path(dirpath))
             dirnames[:] = []
         elif depth >= max_depth:
             dirnames[:] = []
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
     if not found:
-        raise NotARunDir(f"{root} holds no run: no {LEDGER} or {MANIFEST} in it or in its subdirectories")
+        raise NotARunDir(f"{root} holds no run: no {LEDGER}, {MANIFEST} or {MERGED} in it or in its subdirectories")
     return sorted(found)
 
 

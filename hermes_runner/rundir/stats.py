@@ -52,6 +52,16 @@ class ScoreTally:
                     tally = per_row[row] = RowTally()
                 tally.add(score.get("value", 0.0), score.get("passed", False), n)
 
+    def merge(self, other: ScoreTally) -> None:
+        """Add another shard's tallies (shards hold different rows)."""
+        self.scorers += [n for n in other.scorers if n not in self.scorers]
+        self.unscored += other.unscored
+        for scope, per_scorer in other.groups.items():
+            for name, rows in per_scorer.items():
+                self.groups.setdefault(scope, {}).setdefault(name, {}).update(rows)
+        for model, usage in other.model_usage.items():
+            self.model_usage.setdefault(model, Usage()).add(usage)
+
     def samples_per_row(self) -> int:
         """The most samples any row has for any scorer (the run's k once it is done)."""
         overall = self.groups.get(("overall", ""), {})
@@ -115,6 +125,7 @@ class RunStats:
     partial: int = 0
     stopped: int = 0  # kept, neither completed nor partial (e.g. max_turns)
     stop_reasons: Counter = field(default_factory=Counter)  # kept: stop reason -> prompts
+    stopped_reasons: Counter = field(default_factory=Counter)  # the stopped ones among them (e.g. max_turns)
     discarded: Counter = field(default_factory=Counter)
     failed: Counter = field(default_factory=Counter)  # error type -> still-failed prompts (set at the end)
     tools: dict[str, list[int]] = field(default_factory=dict)  # kept: name -> [count, failures]
@@ -186,12 +197,34 @@ class RunStats:
         self.partial += partial * n
         self.stopped += (not (completed or partial)) * n
         self.stop_reasons[rec.get("stop") or "unknown"] += n
+        if not (completed or partial):
+            self.stopped_reasons[rec.get("stop") or "unknown"] += n
         self.kept_turns += turns
         self.kept_reasoning_turns += reasoning_turns
         for name, (count, failures) in (rec.get("tools") or {}).items():
             t = self.tools.setdefault(name, [0, 0])
             t[0] += count * n
             t[1] += failures * n
+
+    def merge(self, other: RunStats) -> None:
+        """Add the counts of another run's statistics (the shards of a merged run)."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, Counter):
+                mine.update(theirs)
+            elif isinstance(mine, Usage):
+                mine.add(theirs)
+            elif f.name == "tools":
+                for name, (count, failures) in theirs.items():
+                    t = mine.setdefault(name, [0, 0])
+                    t[0], t[1] = t[0] + count, t[1] + failures
+            elif f.name == "batches":
+                for batch, counts in theirs.items():
+                    mine.setdefault(batch, Counter()).update(counts)
+            elif isinstance(mine, ScoreTally):
+                mine.merge(theirs)
+            else:
+                setattr(self, f.name, mine + theirs)
 
     def tool_statistics(self, tool_names: list[str]) -> dict:
         out = {}

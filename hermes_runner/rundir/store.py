@@ -36,6 +36,7 @@ from hermes_runner.rundir.layout import (  # noqa: F401  (re-exported)
     LEDGER,
     LOCK,
     RESCORED,
+    TIMELINE,
     USAGE,
 )
 from hermes_runner.util import fastjson
@@ -382,6 +383,12 @@ class RunStore:
         with self._lock:
             self._log(USAGE).append(line)
 
+    def write_timeline(self, record: dict) -> None:
+        """Append one prompt attempt's timed calls to `timeline.jsonl` (written before its ledger record)."""
+        line = dumps_line(record)
+        with self._lock:
+            self._log(TIMELINE).append(line)
+
     def _log(self, name: str) -> AppendLog:
         attr = {
             LEDGER: "_ledger",
@@ -471,6 +478,8 @@ class RunStore:
                     self._rescored,
                     self._ledger,
                 ]
+                logs = [*self._batches.values(), *closing, self._discarded, self._failures, self._usage, self._timeline]
+                logs.append(self._ledger)
             for lg in logs:
                 if lg is not None:
                     lg.sync()
@@ -486,6 +495,7 @@ class RunStore:
                 self._failures,
                 self._usage,
                 self._rescored,
+                self._timeline,
                 self._ledger,
             ]:
                 if lg is not None:

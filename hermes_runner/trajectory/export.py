@@ -6,9 +6,13 @@
     python -m hermes_runner.export outputs/my_run --to splits    # kept and discarded splits (DatasetDict)
     python -m hermes_runner.export outputs/my_run --to splits --pass-fail   # kept rows split into pass / fail
     ... --min-reward 1.0 [--best-of-k]                           # only kept rows with reward >= 1.0 (best sample per row)
+    ... --only-completed                                          # only trajectories that ended with an answer
+    ... --to openai --arguments string                            # tool-call arguments as JSON text (OpenAI API)
     ... --push-to-hub user/name [--private]                       # also upload (needs a Hugging Face token)
 
-Rows are read through the ledger, so a run that is still going exports the prompts finished so far.
+Rows are read through the ledger, so a run that is still going exports the prompts finished so far; a dir
+made by `python -m hermes_runner.merge` exports the same way. An empty split is an empty file of the same
+features, not an error.
 The openai export writes its HF features beside it (dataset_features.json); docs/training.md has the recipes.
 """
 
@@ -37,6 +41,7 @@ log = logging.getLogger(__name__)
 
 FORMATS = ("parquet", "hf", "openai", "splits")
 SPLITS = ("kept", "discarded")
+ARGUMENTS = ("object", "string")  # openai export: tool-call arguments as JSON objects or as JSON text
 USAGE_KEYS = {
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
@@ -63,13 +68,18 @@ KNOWN = {
 }
 
 
-def read_splits(run: RunData, splits: Iterable[str] = SPLITS) -> dict[str, list[dict]]:
-    """Trajectory entries of the run, by disposition, in prompt order."""
+def read_splits(run: RunData, splits: Iterable[str] = SPLITS, only_completed: bool = False) -> dict[str, list[dict]]:
+    """Trajectory entries of the run, by disposition, in prompt order (`only_completed`: those that ended
+    with a final answer)."""
     status = {"kept": "ok", "discarded": "discarded"}
     out: dict[str, list[dict]] = {}
     for split in splits:
-        keys = [k for k, r in run.final.items() if r["status"] == status[split]]
-        out[split] = [entry for _, entry in run.entries(keys)]
+        keys = [
+            k
+            for k, r in run.final.items()
+            if r["status"] == status[split] and (r.get("completed") or not only_completed)
+        ]
+        out[split] = [entry for _, entry in run.entries(keys) if entry.get("completed") or not only_completed]
     return out
 
 
@@ -115,6 +125,9 @@ def _scalar_type(values: list[Any]) -> str:
     return "string"
 
 
+_BASE_TYPES = {"int64": "int64", "float64": "float64", "bool": "bool"}  # others (string, timestamp): as text
+
+
 def _cast(value: Any, kind: str) -> Any:
     if value is None:
         return None
@@ -126,15 +139,21 @@ def _cast(value: Any, kind: str) -> Any:
 
 
 class Schema:
-    """The columns of a set of entries: known fields typed explicitly, extra fields unified."""
+    """The columns of a set of entries: known fields typed explicitly, extra fields unified.
 
-    def __init__(self, rows: list[dict]):
+    `base`: the run's own features (dataset_features.json), so that an export with few or no rows still has
+    every column the run's entries have."""
+
+    def __init__(self, rows: list[dict], base: dict | None = None):
+        base = base or {}
+        turn = ((base.get("conversations") or {}).get("feature")) or {}
         # structured layout (or rows of older versions): turns carry `tool_calls`; hermes: {from, value} only
-        self.calls = any("tool_calls" in t for r in rows for t in r.get("conversations") or [])
-        self.tools = sorted({n for r in rows for n in (r.get("tool_stats") or {})})
+        self.calls = "tool_calls" in turn or any("tool_calls" in t for r in rows for t in r.get("conversations") or [])
+        self.tools = sorted({*(base.get("tool_stats") or {}), *(n for r in rows for n in (r.get("tool_stats") or {}))})
+        seeded = {k: _BASE_TYPES.get(v.get("dtype"), "string") for k, v in (base.get("metadata") or {}).items()}
         self.meta = {
-            k: _scalar_type([(r.get("metadata") or {}).get(k) for r in rows])
-            for k in sorted({k for r in rows for k in (r.get("metadata") or {})})
+            k: _scalar_type([(r.get("metadata") or {}).get(k) for r in rows]) if k not in seeded or rows else seeded[k]
+            for k in sorted({*seeded, *(k for r in rows for k in (r.get("metadata") or {}))})
         }
         self.extra = {k: _scalar_type([r.get(k) for r in rows]) for k in sorted({k for r in rows for k in r} - KNOWN)}
 
@@ -212,15 +231,21 @@ class Schema:
         return out
 
 
-def to_datasets(splits: dict[str, list[dict]]) -> dict[str, datasets.Dataset]:
-    """One `datasets.Dataset` per split, all with the same features."""
+def to_datasets(splits: dict[str, list[dict]], base: dict | None = None) -> dict[str, datasets.Dataset]:
+    """One `datasets.Dataset` per split, all with the same features (an empty split has them too)."""
     try:
         from datasets import Dataset
     except ImportError:
         raise ExportError("this export needs the `datasets` library: pip install 'hermes-runner[export]'") from None
-    schema = Schema([e for rows in splits.values() for e in rows])
+    schema = Schema([e for rows in splits.values() for e in rows], base)
     features = schema.features()
-    return {name: Dataset.from_list([schema.row(e) for e in rows], features=features) for name, rows in splits.items()}
+
+    def dataset(rows: list[dict]) -> Dataset:
+        if not rows:  # (from_list([]) has no columns at all)
+            return Dataset.from_dict({k: [] for k in features}, features=features)
+        return Dataset.from_list([schema.row(e) for e in rows], features=features)
+
+    return {name: dataset(rows) for name, rows in splits.items()}
 
 
 # -- OpenAI messages -----------------------------------------------------------------------
@@ -229,16 +254,20 @@ def to_datasets(splits: dict[str, list[dict]]) -> dict[str, datasets.Dataset]:
 OPENAI_MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
 
 
-def openai_message(m: dict) -> dict:
+def openai_message(m: dict, arguments: str = "object") -> dict:
     """One message with every key of OPENAI_MESSAGE_KEYS (empty when unset), each of one JSON type, and
-    the calls' `arguments` as JSON objects, as chat templates render them (a string would be encoded twice)."""
+    the calls' `arguments` as JSON objects, as chat templates render them (a string would be encoded twice),
+    or with `arguments="string"` as the JSON text the OpenAI API carries."""
     calls = []
     for c in m.get("tool_calls") or []:
         try:
             args = json.loads(c["function"]["arguments"] or "{}")
         except json.JSONDecodeError:
             args = {}
-        fn = {"name": c["function"]["name"], "arguments": args if isinstance(args, dict) else {}}
+        args = args if isinstance(args, dict) else {}
+        if arguments == "string":
+            args = json.dumps(args, ensure_ascii=False)
+        fn = {"name": c["function"]["name"], "arguments": args}
         calls.append({"id": c["id"], "type": "function", "function": fn})
     return {
         "role": m["role"],
@@ -250,12 +279,12 @@ def openai_message(m: dict) -> dict:
     }
 
 
-def openai_row(entry: dict, reasoning: str) -> dict:
+def openai_row(entry: dict, reasoning: str, arguments: str = "object") -> dict:
     """One line of the openai export: messages, tools (as JSON text: TRL and axolotl parse it), id, metadata."""
     conv = to_openai(entry, reasoning=reasoning)
     meta = entry.get("metadata") or {}
     return {
-        "messages": [openai_message(m) for m in conv["messages"]],
+        "messages": [openai_message(m, arguments) for m in conv["messages"]],
         "tools": json.dumps(conv["tools"], ensure_ascii=False),
         "id": str(meta.get("prompt_key") or entry.get("prompt_index")),
         "metadata": {
@@ -270,13 +299,14 @@ def openai_row(entry: dict, reasoning: str) -> dict:
     }
 
 
-def openai_features() -> dict:
-    """`datasets.Features.to_dict()` of the openai export (datasets >= 5: `arguments` is `Json`)."""
+def openai_features(arguments: str = "object") -> dict:
+    """`datasets.Features.to_dict()` of the openai export (datasets >= 5: object `arguments` are `Json`)."""
 
     def v(dtype: str) -> dict:
         return {"dtype": dtype, "_type": "Value"}
 
-    call = {"id": v("string"), "type": v("string"), "function": {"name": v("string"), "arguments": {"_type": "Json"}}}
+    args = v("string") if arguments == "string" else {"_type": "Json"}
+    call = {"id": v("string"), "type": v("string"), "function": {"name": v("string"), "arguments": args}}
     message = {k: v("string") for k in OPENAI_MESSAGE_KEYS if k != "tool_calls"}
     message["tool_calls"] = {"feature": call, "_type": "List"}
     return {
@@ -295,16 +325,16 @@ def openai_features() -> dict:
     }
 
 
-def write_openai(entries: list[dict], path: Path, reasoning: str) -> int:
+def write_openai(entries: list[dict], path: Path, reasoning: str, arguments: str = "object") -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [openai_row(e, reasoning) for e in entries]
+    rows = [openai_row(e, reasoning, arguments) for e in entries]
     # datasets infers types per 10 MB chunk: a first chunk without any tool call would type `tool_calls`
     # as null and fail on the later ones, so the first row with calls (if any) leads the file.
     first = next((i for i, r in enumerate(rows) if any(m["tool_calls"] for m in r["messages"])), None)
     if first:
         rows.insert(0, rows.pop(first))
     atomic_write(path, (dumps_line(r) for r in rows))
-    atomic_write(path.parent / FEATURES_FILE, (json.dumps(openai_features(), indent=2) + "\n").encode())
+    atomic_write(path.parent / FEATURES_FILE, (json.dumps(openai_features(arguments), indent=2) + "\n").encode())
     return len(entries)
 
 
@@ -319,12 +349,16 @@ def export(
     min_reward: float | None = None,
     best: bool = False,
     pass_fail: bool = False,
+    only_completed: bool = False,
+    arguments: str = "object",
 ) -> tuple[Path, dict]:
     """Write the export; return (where, rows per split)."""
     if pass_fail and fmt != "splits":
         raise ExportError("--pass-fail makes splits: use it with --to splits")
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if arguments not in ARGUMENTS:
+        raise ExportError(f"unknown arguments form {arguments!r}; choose one of {', '.join(ARGUMENTS)}")
     runs = find_runs(run_dir)
     if runs != [Path(run_dir)]:
         raise ExportError(
@@ -336,14 +370,14 @@ def export(
             "%s is still running or did not finish: exporting the %d prompts finished so far", run_dir, len(run.final)
         )
     target = Path(out) if out else Path(run_dir) / "export" / fmt
-    splits = read_splits(run, SPLITS if fmt == "splits" else ("kept",))
+    splits = read_splits(run, SPLITS if fmt == "splits" else ("kept",), only_completed)
     splits = select(splits, min_reward, best, pass_fail)
     counts = {k: len(v) for k, v in splits.items()}
     if fmt == "openai":
         path = target / "trajectories.openai.jsonl"
-        write_openai(splits["kept"], path, reasoning)
+        write_openai(splits["kept"], path, reasoning, arguments)
         return path, counts
-    sets = to_datasets({name: rows for name, rows in splits.items() if rows or name == "kept"})
+    sets = to_datasets(splits, run.features())
     if fmt == "parquet":
         target.mkdir(parents=True, exist_ok=True)
         path = target / "trajectories.parquet"
@@ -351,13 +385,11 @@ def export(
         return path, counts
     from datasets import DatasetDict
 
+    # (an empty split saved as 0 shards does not load back: every split gets at least one)
     if fmt == "splits":
-        empty = [name for name, rows in splits.items() if not rows]
-        if empty:  # datasets cannot save (and load back) a split without rows
-            log.info("left out the empty splits: %s", ", ".join(empty))
-        sets = {name: d for name, d in sets.items() if name not in empty}
-    data = DatasetDict(sets) if fmt == "splits" else sets["kept"]
-    data.save_to_disk(str(target))
+        DatasetDict(sets).save_to_disk(str(target), num_shards={k: 1 for k, d in sets.items() if not d.num_rows})
+    else:
+        sets["kept"].save_to_disk(str(target), num_shards=1 if not sets["kept"].num_rows else None)
     return target, counts
 
 
@@ -408,13 +440,33 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="splits: kept rows as `pass` / `fail` (by --min-reward, else the primary scorer's `passed`)",
     )
+    ap.add_argument(
+        "--only-completed",
+        action="store_true",
+        help="only trajectories that ended with a final answer (not partial, not stopped at max_turns)",
+    )
+    ap.add_argument(
+        "--arguments",
+        choices=ARGUMENTS,
+        default="object",
+        help="openai format: tool-call arguments as JSON objects, as chat templates take them (default), "
+        "or as JSON text, as the OpenAI API carries them",
+    )
     ap.add_argument("--push-to-hub", metavar="REPO", help="also upload to this Hugging Face dataset repo")
     ap.add_argument("--private", action="store_true", help="create the Hub repo as private")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
         path, counts = export(
-            args.run_dir, args.to, args.out, args.reasoning, args.min_reward, args.best_of_k, args.pass_fail
+            args.run_dir,
+            args.to,
+            args.out,
+            args.reasoning,
+            args.min_reward,
+            args.best_of_k,
+            args.pass_fail,
+            args.only_completed,
+            args.arguments,
         )
         print(f"{path}: " + ", ".join(f"{n} {split}" for split, n in counts.items()))
         if args.push_to_hub:

@@ -18,6 +18,7 @@ from openai.types.chat import (
 )
 from pydantic import TypeAdapter
 
+from hermes_runner.errors import ExitCode
 from hermes_runner.testing.scripted_server import ScriptedServer
 from hermes_runner.tools.catalog import NOT_IN_HERMES, tool_names
 from hermes_runner.trajectory.export import OPENAI_MESSAGE_KEYS, export, main
@@ -211,3 +212,71 @@ def test_export_command(sample: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     )
     assert res.returncode == 2 and "no Hugging Face token" in res.stderr
     assert (tmp_path / "p" / "trajectories.parquet").exists()
+
+
+# -- every kind of run dir ---------------------------------------------------------------------
+
+
+def _run(make_cfg, tmp_path: Path, name: str, rows: list[dict]) -> Path:
+    from tests.helpers.run import run_inprocess, write_jsonl
+
+    ds = write_jsonl(tmp_path / f"{name}.jsonl", rows)
+    run_dir = tmp_path / name
+    code, _ = run_inprocess(make_cfg(f"run_name={name}", dataset=ds), run_dir)
+    assert code in (ExitCode.DONE, ExitCode.NOTHING_KEPT), code
+    return run_dir
+
+
+def test_splits_of_a_run_without_discards(make_cfg, tmp_path: Path) -> None:
+    run_dir = _run(make_cfg, tmp_path, "clean", [{"prompt": f"task {i}"} for i in range(3)])
+    path, counts = export(run_dir, "splits", tmp_path / "s")
+    assert counts == {"kept": 3, "discarded": 0}
+    dd = load_from_disk(str(path))
+    assert dd["kept"].num_rows == 3 and dd["discarded"].num_rows == 0
+    assert dd["discarded"].features == dd["kept"].features  # the empty split has the same columns
+
+
+def test_exports_of_a_run_with_nothing_kept_are_empty_and_typed(make_cfg, tmp_path: Path) -> None:
+    from tests.helpers.run import script
+
+    run_dir = _run(make_cfg, tmp_path, "none", [{"prompt": script({"content": f"plain {i}"})} for i in range(2)])
+    clean = _run(make_cfg, tmp_path, "clean", [{"prompt": "task 0"}])
+    reference = load_from_disk(str(export(clean, "hf", tmp_path / "ref")[0])).features
+    path, counts = export(run_dir, "hf", tmp_path / "hf")
+    assert counts == {"kept": 0}
+    ds = load_from_disk(str(path))
+    assert ds.num_rows == 0 and ds.features == reference  # the columns a run with kept rows has
+    path, _ = export(run_dir, "parquet", tmp_path / "pq")
+    assert pq.read_table(path).num_rows == 0  # (datasets' parquet loader refuses a file without rows)
+    assert pq.read_schema(path).equals(pq.read_schema(export(clean, "parquet", tmp_path / "refpq")[0]))
+    path, counts = export(run_dir, "splits", tmp_path / "sp")
+    assert counts == {"kept": 0, "discarded": 2} and load_from_disk(str(path))["discarded"].num_rows == 2
+    path, _ = export(run_dir, "openai", tmp_path / "oa")
+    assert path.read_text() == "" and (path.parent / "dataset_features.json").exists()
+
+
+def test_only_completed(sample: Path, stats: dict, tmp_path: Path) -> None:
+    path, counts = export(sample, "parquet", tmp_path / "pq", only_completed=True)
+    assert (
+        counts == {"kept": stats["prompts"]["completed"]} and 0 < stats["prompts"]["completed"] < stats["prompts"]["ok"]
+    )
+    assert all(r["completed"] for r in load_dataset("parquet", data_files=str(path), split="train"))
+    assert main([str(sample), "--to", "openai", "--only-completed", "--out", str(tmp_path / "oa")]) == 0
+    assert len(read_jsonl(tmp_path / "oa" / "trajectories.openai.jsonl")) == stats["prompts"]["completed"]
+
+
+def test_openai_arguments_as_json_text(sample: Path, tmp_path: Path) -> None:
+    assert main([str(sample), "--to", "openai", "--arguments", "string", "--out", str(tmp_path / "oa")]) == 0
+    path = tmp_path / "oa" / "trajectories.openai.jsonl"
+    calls = [c for r in read_jsonl(path) for m in r["messages"] for c in m["tool_calls"]]
+    assert calls and all(isinstance(c["function"]["arguments"], str) for c in calls)
+    for r in read_jsonl(path):  # as the OpenAI API takes them, unchanged
+        MESSAGES.validate_python(
+            [{k: v for k, v in m.items() if v not in ("", [])} | {"content": m["content"]} for m in r["messages"]]
+        )
+    features = json.loads((tmp_path / "oa" / "dataset_features.json").read_text())
+    ds = load_dataset(
+        "json", data_files=str(path), split="train", features=__import__("datasets").Features.from_dict(features)
+    )
+    assert ds.num_rows == len(read_jsonl(path))
+    assert any(c["function"]["arguments"] for r in ds for m in r["messages"] for c in m["tool_calls"])

@@ -102,7 +102,8 @@ def test_max_turns_stops_are_counted_and_the_summary_adds_up(make_cfg, tmp_path,
     assert p["completed"] + p["partial"] + p["stopped"] == p["ok"]
     assert stats["stop_reasons"] == {"max_turns": 2, "final_answer": 1}
     out = capsys.readouterr().out
-    assert "3 kept (1 completed, 0 partial, 2 stopped at max_turns)" in out
+    assert "3 kept = 1 completed + 0 partial + 2 stopped (max_turns 2)" in out
+    assert stats["stopped_reasons"] == {"max_turns": 2}
 
 
 # -- 7. a failed start writes no guard ----------------------------------------------------

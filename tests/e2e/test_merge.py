@@ -132,3 +132,43 @@ def test_shards_of_an_edited_dataset_still_merge(make_cfg, dataset, tmp_path, se
     assert [e["conversations"][1]["value"] for e in merged] == [rows[i]["prompt"] for i in kept]
     assert stats["trajectories"] == stats["prompts"]["ok"] == len(kept)
     assert stats["prompts"]["total"] == len(rows)
+
+
+def test_a_merged_dir_exports_and_reports(make_cfg, dataset, tmp_path, server):
+    from datasets import load_from_disk
+
+    from hermes_runner.report.page import build_report
+    from hermes_runner.report.page import main as report_main
+    from hermes_runner.rundir.reader import RunData
+    from hermes_runner.trajectory.export import export
+    from hermes_runner.trajectory.export import main as export_main
+
+    dirs = run_shards(make_cfg, dataset, tmp_path / "shards", 2)
+    out = tmp_path / "merged"
+    merge(out, dirs)
+    stats = json.loads((out / "statistics.json").read_text())
+    kept, discarded = stats["prompts"]["ok"], stats["prompts"]["discarded"]
+    assert discarded == 2
+    # With its shards in place: every outcome, read from the shards.
+    run = RunData.load(out)
+    assert run.merged_from == dirs and run.stats.ok == kept and sum(run.stats.discarded.values()) == discarded
+    path, counts = export(out, "splits", tmp_path / "splits")
+    assert counts == {"kept": kept, "discarded": discarded}
+    assert load_from_disk(str(path))["discarded"].num_rows == discarded
+    assert export_main([str(out), "--to", "parquet", "--out", str(tmp_path / "pq")]) == 0
+    assert report_main([str(out)]) == 0
+    html = (out / "report.html").read_text()
+    assert html.count('"st":"discarded"') == discarded and html.count('"st":"completed"') == kept
+    # Moved away from its shards: the merged trajectories alone (kept prompts), counts from its statistics.
+    alone = tmp_path / "elsewhere" / "merged"
+    alone.parent.mkdir()
+    out.rename(alone)
+    for d in dirs:
+        d.rename(d.with_name(d.name + "-gone"))
+    run = RunData.load(alone)
+    assert not run.merged_from and len(run.final) == kept and sum(run.stats.discarded.values()) == discarded
+    path, counts = export(alone, "hf", tmp_path / "hf")
+    assert counts == {"kept": kept} and load_from_disk(str(path)).num_rows == kept
+    assert export(alone, "splits", tmp_path / "sp2")[1] == {"kept": kept, "discarded": 0}
+    page = build_report(alone)
+    assert page.read_text().count('"st":"completed"') == kept

@@ -398,6 +398,111 @@ def test_comment_and_script_text_in_trajectories_is_shown_and_inert(
     assert data["total"] == 4
 
 
+def column(driver: webdriver.Chrome, sort_key: str) -> list[str]:
+    """The cells of a list column, by the `data-sort` of its header."""
+    heads = driver.find_elements(By.CSS_SELECTOR, "#traj-list thead th")
+    i = [h.get_attribute("data-sort") for h in heads].index(sort_key)
+    return [r.find_elements(By.TAG_NAME, "td")[i].text for r in rows(driver)]
+
+
+def sort_by(driver: webdriver.Chrome, sort_key: str) -> None:
+    driver.find_element(By.CSS_SELECTOR, f"#traj-list th[data-sort={sort_key}]").click()
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", "").replace("$", "").rstrip("s") or 0)
+
+
+def test_list_sorts_and_entries_show_timeline_and_raw_json(sample: Path, browser: webdriver.Chrome) -> None:
+    open_page(browser, sample / "report.html")
+    # Sortable by turns, tokens, time and tool errors: first click largest first, second click reverses.
+    for key in ("turns", "tok", "dur", "tool_errors"):
+        sort_by(browser, key)
+        values = [number(v) for v in column(browser, key)]
+        assert values == sorted(values, reverse=True) and values[0] > values[-1], key
+        head = browser.find_element(By.CSS_SELECTOR, f"#traj-list th[data-sort={key}]")
+        assert head.get_attribute("aria-sort") == "descending"
+        sort_by(browser, key)
+        assert [number(v) for v in column(browser, key)] == sorted(values)
+    sort_by(browser, "idx")
+    assert [int(v) for v in column(browser, "idx")] == sorted(int(v) for v in column(browser, "idx"))
+    assert "cost" not in [h.get_attribute("data-sort") for h in browser.find_elements(By.CSS_SELECTOR, "#traj-list th")]
+
+    # The timeline of the write-notes prompt: every model call with its tokens and finish reason, every tool
+    # call with its duration and exit code, in order.
+    search(browser, "write notes")
+    rows(browser)[0].click()
+    detail = browser.find_element(By.ID, "traj-detail")
+    detail.find_element(By.CSS_SELECTOR, "button.dtab[data-tab=timeline]").click()
+    lines = [r.text for r in detail.find_elements(By.CSS_SELECTOR, "table.timeline tbody tr")]
+    calls = [line.split()[1] for line in lines]
+    assert calls == ["model", "write_file", "terminal", "model", "read_file", "model", "terminal", "model"]
+    assert lines[0].endswith("tool_calls") and lines[-1].endswith("stop") and "exit 3" in lines[6]
+    assert "error" in lines[2]  # the empty command
+    assert all(re.search(r"\d+ / \d+", line) for line, c in zip(lines, calls, strict=True) if c == "model")
+    bars = detail.find_elements(By.CSS_SELECTOR, ".tl-bar")
+    assert len(bars) == 8 and all(b.size["width"] > 0 for b in bars)
+    assert "4 model calls" in detail.text and "4 tool calls" in detail.text
+    shot(browser, "report-timeline.png")
+    # The raw JSON of the entry and its ledger record.
+    detail.find_element(By.CSS_SELECTOR, "button.dtab[data-tab=raw]").click()
+    raw = json.loads(detail.find_element(By.CSS_SELECTOR, "pre.raw").get_attribute("textContent"))
+    assert raw["entry"]["conversations"][1]["from"] == "human" and raw["ledger record"]["status"] == "ok"
+    assert raw["entry"]["metadata"]["prompt_key"] == raw["ledger record"]["key"]
+    # The tab chosen stays for the next entry; a failed prompt shows its failure record, no stray null.
+    search(browser, "too long")
+    rows(browser)[0].click()
+    raw = json.loads(detail.find_element(By.CSS_SELECTOR, "pre.raw").get_attribute("textContent"))
+    assert raw["ledger record"]["status"] == "failed" and "Traceback" in raw["failure"]["traceback"]
+    detail.find_element(By.CSS_SELECTOR, "button.dtab[data-tab=conversation]").click()
+    assert "null" not in detail.text.split() and "undefined" not in detail.text
+    detail.find_element(By.CSS_SELECTOR, "button.dtab[data-tab=timeline]").click()
+    (failed_call,) = detail.find_elements(By.CSS_SELECTOR, "table.timeline tbody tr")
+    assert "error: ModelCallError" in failed_call.text
+
+
+def scored_copy(sample: Path, target: Path) -> Path:
+    """A copy of a run whose kept entries carry a reward and scorer outputs (what a scored run writes)."""
+    shutil.copytree(sample, target)
+    records = read_jsonl(target / "ledger.jsonl")
+    out = (target / "batch_scored.jsonl").open("wb")
+    offset = 0
+    for n, rec in enumerate(records):
+        if rec["status"] != "ok":
+            continue
+        with (target / rec["file"]).open("rb") as fp:
+            fp.seek(rec["offset"])
+            entry = json.loads(fp.read(rec["length"]))
+        entry["reward"] = n / 10
+        entry["scores"] = [
+            {"name": "exact_match", "value": float(n % 2), "passed": bool(n % 2), "explanation": f"checked {n}"},
+            {"name": "length", "value": n, "passed": None, "explanation": ""},
+        ]
+        line = (json.dumps(entry) + "\n").encode()
+        out.write(line)
+        rec.update(file="batch_scored.jsonl", offset=offset, length=len(line))
+        offset += len(line)
+    out.close()
+    write_jsonl(target / "ledger.jsonl", records)
+    return target
+
+
+def test_rewards_sort_and_scores_show(sample: Path, tmp_path: Path, browser: webdriver.Chrome) -> None:
+    run = scored_copy(sample, tmp_path / "scored")
+    page = build_report(run)
+    open_page(browser, page)
+    sort_by(browser, "reward")
+    rewards = column(browser, "reward")
+    kept = [number(v) for v in rewards if v != "–"]
+    assert kept == sorted(kept, reverse=True) and len(kept) == 15 and rewards.count("–") == 9
+    rows(browser)[0].click()
+    detail = browser.find_element(By.ID, "traj-detail")
+    detail.find_element(By.CSS_SELECTOR, "button.dtab[data-tab=conversation]").click()
+    scores = detail.find_element(By.CSS_SELECTOR, ".scores")
+    assert "exact_match" in scores.text and "length" in scores.text and f"reward {kept[0]:.3f}" in scores.text.lower()
+    assert "checked" in scores.text and scores.find_elements(By.CSS_SELECTOR, ".score.passed, .score.failed")
+
+
 def test_toolset_usage_reads_the_tool_map_of_run_json(sample: Path, tmp_path: Path) -> None:
     # The report knows no tools: run.json says which toolset each tool is of; a run dir without it says "unknown".
     manifest = json.loads((sample / "run.json").read_text())

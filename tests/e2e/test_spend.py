@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -77,7 +78,7 @@ def test_prompt_timeout_on_a_hung_response(make_cfg, tmp_path, run_dir, server):
 
 
 def test_429_storm_backs_off_the_whole_run_and_adapts_concurrency(make_cfg, tmp_path, run_dir, server, caplog):
-    caplog.set_level("INFO")
+    caplog.set_level("DEBUG")  # (each concurrency change is a DEBUG line; INFO has a periodic summary)
     step = {"fail": [{"status": 429, "retry_after": 1}], "content": "ok", "reasoning": "r"}
     # Four sessions hit the 429s; the four others are mid-conversation and must wait out Retry-After too.
     rows = [{"prompt": script(step, text=f"storm {i}") if i < 4 else f"calm {i}"} for i in range(32)]
@@ -90,7 +91,10 @@ def test_429_storm_backs_off_the_whole_run_and_adapts_concurrency(make_cfg, tmp_
     assert calm_second_calls and min(calm_second_calls) >= first_429 + 0.95
     assert not [r for r in server.requests if first_429 + 0.06 < r.at < first_429 + 0.95]
     assert "concurrency 8 -> 6" in caplog.text
+    assert not [r for r in caplog.records if "concurrency 8 -> 6" in r.getMessage() and r.levelno > logging.DEBUG]
     assert stats["retries"] == 4
+    inv = stats["invocation"]
+    assert inv["retries"] == 4 and inv["rate_limited"] == 4 and 0.9 <= inv["backoff_seconds"] <= 4.5
 
 
 def test_request_rate_limit_is_never_exceeded(make_cfg, tmp_path, run_dir, server):
