@@ -8,6 +8,7 @@ from hermes_runner.report import svg as svgchart
 from hermes_runner.report.summary import Job
 from hermes_runner.rundir.layout import DISCARDED, TRAJECTORIES
 from hermes_runner.rundir.reader import STATUSES, status_of
+from hermes_runner.trajectory.entry import NOT_SCORED
 from hermes_runner.trajectory.openai import to_openai
 
 MAX_TRAJECTORIES = 500
@@ -221,12 +222,15 @@ def _item(
 
 
 def _scores(item: dict, entry: dict, clip: Clipper) -> None:
-    """The entry's reward and its scorers' outputs, when it was scored."""
-    reward = entry.get("reward")
-    if isinstance(reward, int | float) and not isinstance(reward, bool):
-        item["reward"] = reward
+    """The entry's reward and its scorers' outputs, when it was scored ("not scored" records stand for none)."""
     scores = entry.get("scores")
-    if isinstance(scores, list):
+    judged = (
+        [s for s in scores if isinstance(s, dict) and s.get("error") != NOT_SCORED] if isinstance(scores, list) else []
+    )
+    reward = entry.get("reward")
+    if isinstance(reward, int | float) and not isinstance(reward, bool) and (judged or not isinstance(scores, list)):
+        item["reward"] = reward
+    if judged:
         item["scores"] = [
             {
                 "name": str(s.get("name", "")),
@@ -234,6 +238,5 @@ def _scores(item: dict, entry: dict, clip: Clipper) -> None:
                 "passed": s.get("passed"),
                 "explanation": clip(str(s.get("explanation") or "")),
             }
-            for s in scores
-            if isinstance(s, dict)
+            for s in judged
         ]

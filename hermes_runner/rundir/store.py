@@ -271,6 +271,7 @@ class RunStore:
         self._failures: AppendLog | None = None
         self._usage: AppendLog | None = None
         self._rescored: AppendLog | None = None
+        self._timeline: AppendLog | None = None
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()  # one sync at a time (the background one and the final one)
 
@@ -396,6 +397,7 @@ class RunStore:
             FAILURES: "_failures",
             USAGE: "_usage",
             RESCORED: "_rescored",
+            TIMELINE: "_timeline",
         }[name]
         log_ = getattr(self, attr)
         if log_ is None:
@@ -476,10 +478,9 @@ class RunStore:
                     self._failures,
                     self._usage,
                     self._rescored,
-                    self._ledger,
+                    self._timeline,
+                    self._ledger,  # last: a record is synced after what it points at
                 ]
-                logs = [*self._batches.values(), *closing, self._discarded, self._failures, self._usage, self._timeline]
-                logs.append(self._ledger)
             for lg in logs:
                 if lg is not None:
                     lg.sync()
