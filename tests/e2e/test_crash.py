@@ -6,41 +6,15 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from tests.helpers.run import ROOT, base_overrides, read_jsonl, write_jsonl
+from tests.helpers.crash import cli_args, kill_until_done, start, terminal_records
+from tests.helpers.run import read_jsonl, write_jsonl
 
 pytestmark = pytest.mark.slow
-
-
-def start(args: list[str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "run.py"), *args],
-        cwd=ROOT,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "HYDRA_FULL_ERROR": "1"},
-    )
-
-
-def cli_args(server, tmp_path: Path, ds: Path, run_dir: Path, *extra: str) -> list[str]:
-    return [
-        *base_overrides(server, tmp_path),
-        f"dataset_file={ds}",
-        "run_name=crash",
-        f"hydra.run.dir={run_dir}",
-        *extra,
-    ]
-
-
-def terminal_records(run_dir: Path) -> Counter:
-    return Counter(r["key"] for r in read_jsonl(run_dir / "ledger.jsonl") if r["status"] in ("ok", "discarded"))
 
 
 def test_kill_minus_9_at_random_points_then_resume_exactly_once(server, tmp_path):
@@ -52,18 +26,7 @@ def test_kill_minus_9_at_random_points_then_resume_exactly_once(server, tmp_path
     server.latency = 0.03
     args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4", "batch_size=5")
     log = tmp_path / "cli.log"
-    kills = 0
-    for _ in range(30):
-        proc = start(args, log)
-        if kills < 12:
-            time.sleep(rng.uniform(1.0, 3.0))
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                kills += 1
-                continue
-        assert proc.wait(120) == 0, log.read_text()[-3000:]
-        break
+    kills = kill_until_done(args, log, rng, max_kills=12)
     assert kills >= 10, f"only {kills} kills landed mid-run"
 
     entries = read_jsonl(run_dir / "trajectories.jsonl")

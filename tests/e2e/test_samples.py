@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -23,7 +18,8 @@ from hermes_runner.rundir.reader import RunData
 from hermes_runner.tools import distributions
 from hermes_runner.trajectory.entry import features
 
-from tests.helpers.run import ROOT, base_overrides, read_jsonl, run_cli, run_inprocess, script, write_jsonl
+from tests.helpers.crash import cli_args, kill_until_done, terminal_records
+from tests.helpers.run import read_jsonl, run_cli, run_inprocess, script, write_jsonl
 
 ANSWER = {"content": "the answer", "reasoning": "thinking"}
 
@@ -315,13 +311,6 @@ def test_shards_of_k_samples_merge_in_order_with_the_scores_computed_again(make_
 # -- k samples through kill -9 and resume ------------------------------------------------------
 
 
-def start(args: list[str], log: Path) -> subprocess.Popen:
-    """`python run.py ...` in the background, its output appended to `log` (as tests/e2e/test_crash.py does)."""
-    env = {**os.environ, "HYDRA_FULL_ERROR": "1"}
-    return subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT, stdout=log.open("ab"),
-                            stderr=subprocess.STDOUT, env=env)  # fmt: skip
-
-
 @pytest.mark.slow
 def test_k_samples_through_kill_minus_9_and_resume_exactly_once(server, tmp_path):
     rng = random.Random(18)
@@ -330,21 +319,8 @@ def test_k_samples_through_kill_minus_9_and_resume_exactly_once(server, tmp_path
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     run_dir = tmp_path / "run"
     server.latency = 0.03
-    args = [*base_overrides(server, tmp_path), f"dataset_file={ds}", "run_name=crash", f"hydra.run.dir={run_dir}",
-            "num_workers=4", "batch_size=5", f"samples_per_prompt={k}"]  # fmt: skip
-    log = tmp_path / "cli.log"
-    kills = 0
-    for _ in range(30):
-        proc = start(args, log)
-        if kills < 8:
-            time.sleep(rng.uniform(1.0, 3.0))
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                kills += 1
-                continue
-        assert proc.wait(120) == 0, log.read_text()[-3000:]
-        break
+    args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4", "batch_size=5", f"samples_per_prompt={k}")
+    kills = kill_until_done(args, tmp_path / "cli.log", rng, max_kills=8)
     assert kills >= 5, f"only {kills} kills landed mid-run"
     entries = read_jsonl(run_dir / "trajectories.jsonl")
     # Every (row, sample) exactly once, in order.
@@ -352,7 +328,7 @@ def test_k_samples_through_kill_minus_9_and_resume_exactly_once(server, tmp_path
         (i, s) for i in range(len(rows)) for s in range(k)
     ]
     assert len({e["metadata"]["prompt_key"] for e in entries}) == len(rows) * k
-    terms = Counter(r["key"] for r in read_jsonl(run_dir / "ledger.jsonl") if r["status"] in ("ok", "discarded"))
+    terms = terminal_records(run_dir)
     assert len(terms) == len(rows) * k and set(terms.values()) == {1}
     stats = json.loads((run_dir / "statistics.json").read_text())
     assert stats["prompts"]["ok"] == len(rows) * k and stats["prompts"]["pending"] == 0
