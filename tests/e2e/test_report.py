@@ -503,6 +503,22 @@ def test_rewards_sort_and_scores_show(sample: Path, tmp_path: Path, browser: web
     assert "checked" in scores.text and scores.find_elements(By.CSS_SELECTOR, ".score.passed, .score.failed")
 
 
+def test_the_list_filters_by_score_and_reward(sample: Path, tmp_path: Path, browser: webdriver.Chrome) -> None:
+    open_page(browser, build_report(sample))  # an unscored run: no score filter
+    assert not browser.find_element(By.ID, "score-filter").is_displayed()
+    open_page(browser, build_report(scored_copy(sample, tmp_path / "scored")))
+    total = len(column(browser, "reward"))
+    Select(browser.find_element(By.ID, "filter-score")).select_by_value("passed")  # exact_match passed: odd n
+    passed = column(browser, "reward")
+    assert passed and all(round(number(v) * 10) % 2 == 1 for v in passed)
+    Select(browser.find_element(By.ID, "filter-score")).select_by_value("unscored")
+    assert set(column(browser, "reward")) == {"–"}
+    Select(browser.find_element(By.ID, "filter-score")).select_by_value("")
+    browser.find_element(By.ID, "filter-reward").send_keys("1.5")
+    high = column(browser, "reward")
+    assert high and all(number(v) >= 1.5 for v in high) and len(high) < total
+
+
 def test_toolset_usage_reads_the_tool_map_of_run_json(sample: Path, tmp_path: Path) -> None:
     # The report knows no tools: run.json says which toolset each tool is of; a run dir without it says "unknown".
     manifest = json.loads((sample / "run.json").read_text())

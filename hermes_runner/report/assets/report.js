@@ -7,7 +7,7 @@
   const heads = data.heads.map((h) => JSON.parse(h));
   const PAGE = 50;
   const sweep = data.jobs.length > 1;
-  const state = { statuses: new Set(data.statuses), tool: "", job: "", q: "", page: 0, selected: null, sort: "idx", desc: false, tab: "conversation" };
+  const state = { statuses: new Set(data.statuses), tool: "", job: "", q: "", score: "", minReward: null, page: 0, selected: null, sort: "idx", desc: false, tab: "conversation" };
   const hay = new Map();
 
   function h(tag, attrs, ...children) {
@@ -68,6 +68,16 @@
     data.jobs.forEach((j, i) => jobSel.append(h("option", { value: String(i), text: j })));
     jobSel.addEventListener("change", () => { state.job = jobSel.value; state.page = 0; render(); });
   }
+  if (items.some((it) => typeof it.reward === "number")) {
+    document.getElementById("score-filter").hidden = false;
+    const scoreSel = document.getElementById("filter-score"), rewardBox = document.getElementById("filter-reward");
+    scoreSel.addEventListener("change", () => { state.score = scoreSel.value; state.page = 0; render(); });
+    rewardBox.addEventListener("input", () => {
+      state.minReward = rewardBox.value === "" ? null : Number(rewardBox.value);
+      state.page = 0;
+      render();
+    });
+  }
   const search = document.getElementById("filter-search");
   let timer = null;
   search.addEventListener("input", () => {
@@ -90,6 +100,11 @@
     if (state.tool === "__errors__") { if (!it.tool_errors) return false; }
     else if (state.tool === "__none__") { if (it.tools.length) return false; }
     else if (state.tool && !it.tools.includes(state.tool)) return false;
+    const primary = it.scores && it.scores.length ? it.scores[0] : null;  // the primary scorer comes first
+    if (state.score === "unscored" && primary) return false;
+    if (state.score === "passed" && !(primary && primary.passed === true)) return false;
+    if (state.score === "failed" && !(primary && primary.passed === false)) return false;
+    if (state.minReward !== null && !(typeof it.reward === "number" && it.reward >= state.minReward)) return false;
     if (state.q && !state.q.split(/\s+/).every((w) => haystack(it).includes(w))) return false;
     return true;
   }
