@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -191,9 +191,16 @@ class DockerSandboxOptions:
     max_lifetime_s: int = 86_400  # a container left behind by a killed runner exits after this long
 
 
+class SandboxKind(StrEnum):
+    """Where tool commands run (sandbox/: one module per backend)."""
+
+    local = "local"  # bubblewrap on this machine (sandbox/local.py)
+    docker = "docker"  # one container per prompt (sandbox/docker.py)
+
+
 @dataclass
 class SandboxConfig:
-    backend: str = "local"  # local | docker
+    backend: SandboxKind = SandboxKind.local  # local | docker
     image: str | None = None  # default image (docker)
     workdir: str = "/workspace"  # default working dir inside a container
     keep: bool = False  # keep the per-task sandbox after the prompt ends
@@ -305,9 +312,16 @@ class RetryConfig:
     max_wait_s: float = 60.0  # cap of the back-off
 
 
+class ExecutorKind(StrEnum):
+    """What keeps the sessions in flight (executors/: one module per backend)."""
+
+    local = "local"  # asyncio in this process
+    ray = "ray"  # Ray actors, on this machine or a cluster
+
+
 @dataclass
 class ExecutorConfig:
-    backend: str = "local"  # local (asyncio in this process) | ray
+    backend: ExecutorKind = ExecutorKind.local  # local (asyncio in this process) | ray
     address: str | None = None  # ray: cluster address (None = start a local cluster)
     num_cpus: int | None = None  # ray: CPUs of a local cluster
     sessions_per_worker: int = 32  # ray: sessions multiplexed in one actor
@@ -395,9 +409,16 @@ class TavilyConfig:
     search_depth: str = "basic"  # basic | advanced
 
 
+class SearchKind(StrEnum):
+    """Web search backends (tools/backends/search/: one module each)."""
+
+    searxng = "searxng"  # a SearXNG instance's JSON API (tools.web.searxng.url)
+    tavily = "tavily"  # the Tavily API (key in the environment)
+
+
 @dataclass
 class WebConfig:
-    search_backend: str | None = None  # searxng | tavily | null (web toolset not configured)
+    search_backend: SearchKind | None = None  # searxng | tavily | null (web toolset not configured)
     searxng: SearxngConfig = field(default_factory=SearxngConfig)
     tavily: TavilyConfig = field(default_factory=TavilyConfig)
     search_timeout_s: float = 20.0

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+from hermes_runner.config import ExecutorKind
 from hermes_runner.errors import ConfigError
 from hermes_runner.executors.base import Executor, Work
 from hermes_runner.executors.local import LocalExecutor
@@ -37,15 +38,15 @@ async def open_executor(
     is told each prompt's usage as it comes back.
     """
     backend = cfg.executor.backend
-    if backend == "local":
+    if backend == ExecutorKind.local:
         from hermes_runner.agent.worker import session_runner
 
         async with session_runner(spec, hooks=hooks, tool_hooks=tool_hooks) as runner:
             yield LocalExecutor(cfg.num_workers), runner
-    elif backend == "ray":
+    elif backend == ExecutorKind.ray:
         from hermes_runner.executors.ray import ray_executor
 
         async with ray_executor(cfg, spec, on_usage) as (executor, work):
             yield executor, work
     else:
-        raise ConfigError(f"unknown executor.backend {backend!r} (local, ray)")
+        raise ConfigError(f"unknown executor.backend {backend!r} ({', '.join(ExecutorKind)})")

@@ -8,12 +8,12 @@ import os
 
 import httpx2
 
-from hermes_runner.config import WebConfig
+from hermes_runner.config import SearchKind, WebConfig
 from hermes_runner.tools.backends.search.base import SearchBackend, SearchHit
 
 __all__ = ["BACKENDS", "SearchBackend", "SearchHit", "make_search", "missing"]
 
-BACKENDS = ("searxng", "tavily")
+BACKENDS = tuple(SearchKind)
 
 
 def missing(cfg: WebConfig) -> str | None:
@@ -23,16 +23,16 @@ def missing(cfg: WebConfig) -> str | None:
         return "no search backend (set tools.web.search_backend=searxng with tools.web.searxng.url, or =tavily)"
     if backend not in BACKENDS:
         return f"unknown tools.web.search_backend {backend!r} (known: {', '.join(BACKENDS)})"
-    if backend == "searxng" and not cfg.searxng.url:
+    if backend == SearchKind.searxng and not cfg.searxng.url:
         return "tools.web.searxng.url is not set"
-    if backend == "tavily" and not os.environ.get(cfg.tavily.api_key_env):
+    if backend == SearchKind.tavily and not os.environ.get(cfg.tavily.api_key_env):
         return f"the environment variable {cfg.tavily.api_key_env} (Tavily API key) is not set"
     return None
 
 
 def make_search(cfg: WebConfig, user_agent: str) -> SearchBackend:
     client = httpx2.AsyncClient(timeout=httpx2.Timeout(cfg.search_timeout_s), headers={"User-Agent": user_agent})
-    if cfg.search_backend == "searxng":
+    if cfg.search_backend == SearchKind.searxng:
         from hermes_runner.tools.backends.search.searxng import SearxngSearch
 
         return SearxngSearch(cfg.searxng, client)
