@@ -141,43 +141,22 @@ def test_fields_map_other_column_names(make_cfg, tmp_path, run_dir, server):
     assert json.loads(e["metadata"]["row_fields"])["answer"] == "Paris"
 
 
+def swe_row(number: int, text: str, image: str) -> dict:
+    """A SWE-bench-style row whose agent looks at which image it runs in, then answers."""
+    look = {"name": "terminal", "arguments": {"command": "cat /etc/debian_version 2>/dev/null || echo busybox"}}
+    return {
+        "instance_id": f"acme__widgets-{number}",
+        "repo": "acme/widgets",
+        "problem_statement": script(
+            {"reasoning": "look", "tool_calls": [look]}, {"reasoning": "ok", "content": "Done."}, text=text
+        ),
+        "image_name": image,
+    }
+
+
 SWE = [
-    {
-        "instance_id": "acme__widgets-101",
-        "repo": "acme/widgets",
-        "problem_statement": script(
-            {
-                "reasoning": "look",
-                "tool_calls": [
-                    {
-                        "name": "terminal",
-                        "arguments": {"command": "cat /etc/debian_version 2>/dev/null || echo busybox"},
-                    }
-                ],
-            },
-            {"reasoning": "ok", "content": "Done."},
-            text="The widget spins backwards.",
-        ),  # fmt: skip
-        "image_name": "local/bookworm:ci",
-    },
-    {
-        "instance_id": "acme__widgets-102",
-        "repo": "acme/widgets",
-        "problem_statement": script(
-            {
-                "reasoning": "look",
-                "tool_calls": [
-                    {
-                        "name": "terminal",
-                        "arguments": {"command": "cat /etc/debian_version 2>/dev/null || echo busybox"},
-                    }
-                ],
-            },
-            {"reasoning": "ok", "content": "Done."},
-            text="The gadget is too loud.",
-        ),  # fmt: skip
-        "image_name": "local/busybox:ci",
-    },
+    swe_row(101, "The widget spins backwards.", "local/bookworm:ci"),
+    swe_row(102, "The gadget is too loud.", "local/busybox:ci"),
 ]
 TEMPLATE = "Fix this issue in {{ repo }}: {{ problem_statement }}"
 

@@ -72,9 +72,11 @@ def check_verified(run_dir: Path) -> None:
     assert entries[1]["scores"][0]["exit_code"] == 1 and not entries[1]["scores"][0]["passed"]
 
 
-def test_verify_checks_the_file_the_agent_wrote_in_the_local_sandbox(make_cfg, tmp_path, run_dir):
+def run_verify(make_cfg, tmp_path, run_dir, *sandbox: str) -> None:
+    """The agent writes other.txt; a verify scorer greps it in the prompt's own sandbox; check both verdicts."""
     ds = write_jsonl(tmp_path / "d.jsonl", verify_rows())
     cfg = make_cfg(
+        *sandbox,
         "distribution=terminal_only",
         "+scorer@scorers.tests=verify",
         "scorers.tests.verify.command='grep -qx {{ row.expect | quote }} other.txt'",
@@ -83,23 +85,17 @@ def test_verify_checks_the_file_the_agent_wrote_in_the_local_sandbox(make_cfg, t
     code, _ = run_inprocess(cfg, run_dir)
     assert code == 0
     check_verified(run_dir)
+
+
+def test_verify_checks_the_file_the_agent_wrote_in_the_local_sandbox(make_cfg, tmp_path, run_dir):
+    run_verify(make_cfg, tmp_path, run_dir)
 
 
 @pytest.mark.docker
 def test_verify_checks_the_file_the_agent_wrote_in_a_docker_sandbox(make_cfg, tmp_path, run_dir):
-    ds = write_jsonl(tmp_path / "d.jsonl", verify_rows())
-    cfg = make_cfg(
-        "sandbox=docker",
-        "sandbox.image=local/busybox:ci",
-        "sandbox.docker.pool_size=0",
-        "distribution=terminal_only",
-        "+scorer@scorers.tests=verify",
-        "scorers.tests.verify.command='grep -qx {{ row.expect | quote }} other.txt'",
-        dataset=ds,
+    run_verify(
+        make_cfg, tmp_path, run_dir, "sandbox=docker", "sandbox.image=local/busybox:ci", "sandbox.docker.pool_size=0"
     )
-    code, _ = run_inprocess(cfg, run_dir)
-    assert code == 0
-    check_verified(run_dir)
 
 
 def test_verify_timeout_fails_the_check_and_is_kept(make_cfg, tmp_path, run_dir):
