@@ -53,30 +53,30 @@ def parse_script(prompt: str) -> list[dict] | None:
     lines = prompt.splitlines()
     if "#judging" in lines:
         return [parse_judge(lines)]
-    for line in lines:
-        if line.startswith("#script "):
-            try:
-                steps = json.loads(line[len("#script ") :])
-            except json.JSONDecodeError as exc:
-                raise ScriptSyntaxError(f"bad #script: {exc}") from None
-            if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
-                raise ScriptSyntaxError("bad #script: not a JSON list of objects")
-            return steps
-    return None
+    steps = _tagged_json(lines, "#script", list)
+    if steps is not None and not all(isinstance(s, dict) for s in steps):
+        raise ScriptSyntaxError("bad #script: not a JSON list of objects")
+    return steps
 
 
 def parse_judge(lines: list[str]) -> dict:
     """The scripted reply of a judge's request (see the module docstring)."""
+    step = _tagged_json(lines, "#judge", dict)
+    return step if step is not None else dict(JUDGE_DEFAULT)
+
+
+def _tagged_json(lines: list[str], tag: str, kind: type) -> list | dict | None:
+    """The JSON value of the first `<tag> <json>` line (None without one), which must be a `kind`."""
     for line in lines:
-        if line.startswith("#judge "):
+        if line.startswith(tag + " "):
             try:
-                step = json.loads(line[len("#judge ") :])
+                value = json.loads(line[len(tag) + 1 :])
             except json.JSONDecodeError as exc:
-                raise ScriptSyntaxError(f"bad #judge: {exc}") from None
-            if not isinstance(step, dict):
-                raise ScriptSyntaxError("bad #judge: not a JSON object")
-            return step
-    return dict(JUDGE_DEFAULT)
+                raise ScriptSyntaxError(f"bad {tag}: {exc}") from None
+            if not isinstance(value, kind):
+                raise ScriptSyntaxError(f"bad {tag}: not a JSON {'list of objects' if kind is list else 'object'}")
+            return value
+    return None
 
 
 def attempt_key(prompt: str, turn: int) -> str:
