@@ -258,9 +258,8 @@ class ProcessExecutor(LocalExecutor):
 
     async def _lost(self, w: _Worker) -> None:
         """The worker's process ended: fail its in-flight prompts and calls, replace it if allowed."""
+        was, w.state, w.link = w.state, "starting", None  # no prompt is sent to it any more
         code = await w.proc.wait() if w.proc else None
-        was = w.state
-        w.link = None
         for fut in w.runs.values():
             if not fut.done():
                 fut.set_exception(WorkerLost(f"worker process {w.pid} ended (exit {code})"))
@@ -320,6 +319,8 @@ class ProcessExecutor(LocalExecutor):
             self._contexts[rid] = contextvars.copy_context()
             link = w.link
             try:
+                if link is None:
+                    raise WorkerLost(f"worker process {w.pid} ended")
                 link.send(("run", rid, prompt))
                 return await fut
             except WorkerLost as exc:
