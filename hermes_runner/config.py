@@ -330,8 +330,8 @@ class ExecutorConfig:
     num_cpus: int | None = None  # ray: CPUs of a local cluster
     sessions_per_worker: int = 32  # ray: sessions multiplexed in one actor
     cpus_per_worker: float = 1.0  # ray: CPUs reserved per actor (the cluster's CPUs bound the actors)
-    max_restarts: int = 4  # ray: times Ray restarts a dead actor; local processes: times a dead one is replaced (-1: always)
-    max_redispatch: int = 2  # ray, local processes: times a prompt lost with its worker is sent again before it fails
+    max_restarts: int = 4  # ray: times Ray restarts a dead actor; processes > 1: times one is replaced (-1: always)
+    max_redispatch: int = 2  # ray, processes > 1: times a prompt lost with its worker is sent again before it fails
 
 
 @dataclass

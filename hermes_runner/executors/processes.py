@@ -231,7 +231,9 @@ class ProcessExecutor(LocalExecutor):
     def _before(self, w: _Worker, rid: int, cid: int, hooks: str, estimate: float) -> None:
         end = w.ends[cid] = asyncio.get_running_loop().create_future()
         context = self._contexts.get(rid) or contextvars.copy_context()
-        task = asyncio.get_running_loop().create_task(self._call(w, cid, self.hooks[hooks], estimate, end), context=context)
+        task = asyncio.get_running_loop().create_task(
+            self._call(w, cid, self.hooks[hooks], estimate, end), context=context
+        )
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
 
@@ -326,7 +328,8 @@ class ProcessExecutor(LocalExecutor):
             except WorkerLost as exc:
                 lost += 1
                 if lost > self.ecfg.max_redispatch:
-                    msg = f"{exc}; lost with its worker {lost} times (executor.max_redispatch={self.ecfg.max_redispatch})"
+                    bound = self.ecfg.max_redispatch
+                    msg = f"{exc}; lost with its worker {lost} times (executor.max_redispatch={bound})"
                     return _failure(prompt, WORKER_LOST, msg, started)
                 log.warning("prompt %d lost with worker process %d (%s); sending it again", prompt.index, w.number, exc)
             except asyncio.CancelledError:

@@ -147,7 +147,7 @@ class EndpointLimiter(CallHook):
         self.state.errors += 1
         if isinstance(exc, openai.APIStatusError) and exc.status_code == 429:
             self._on_rate_limited(retry_after_seconds(exc))
-        elif isinstance(exc, RemoteCallError) and exc.status_code == 429:  # a worker process's call (executor.processes)
+        elif isinstance(exc, RemoteCallError) and exc.status_code == 429:  # a call of a worker process
             self._on_rate_limited(exc.retry_after)
 
     def on_retry(self, exc: BaseException | None) -> None:
