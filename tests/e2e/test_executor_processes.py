@@ -17,7 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from hermes_runner.sandbox import docker_orphans
+
 from tests.helpers import crash
+from tests.helpers.machine import require
 from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
 
 pytestmark = pytest.mark.timeout(300)
@@ -297,3 +300,25 @@ def _orphan_workers() -> list[int]:
         if "hermes_runner.executors.procworker" in cmd and p.info["ppid"] == 1:
             out.append(p.info["pid"])
     return out
+
+
+def test_docker_sandboxes_in_worker_processes(make_cfg, tmp_path, run_dir, server):
+    """Each worker opens its own Docker backend; the commands ran in containers, none is left at the end."""
+    import docker
+
+    require("docker")
+    client = docker.from_env(timeout=60)
+    term = {"name": "terminal", "arguments": {"command": "echo from-$(hostname)"}}
+    rows = [{"prompt": script({"tool_calls": [term], "reasoning": "r"}, {"content": "done", "reasoning": "r"},
+                              text=f"task {i}")} for i in range(6)]  # fmt: skip
+    ds = write_jsonl(tmp_path / "d.jsonl", rows)
+    opts = ["sandbox=docker", "sandbox.image=local/busybox:ci", "distribution=terminal_only", "num_workers=4"]
+    code, stats = run_inprocess(make_cfg(*PROCS, *opts, dataset=ds), run_dir)
+    assert code == 0 and stats["prompts"]["ok"] == 6, stats["failed_by_error"]
+    assert stats["tool_statistics"]["terminal"]["success"] == 6
+    tool_turns = [m["value"] for e in read_jsonl(run_dir / "trajectories.jsonl") for m in e["conversations"]
+                  if m["from"] == "tool"]  # fmt: skip
+    assert len(tool_turns) == 6 and all("from-" in t for t in tool_turns)
+    label = f"{docker_orphans.RUN_DIR}={Path(run_dir).resolve()}"
+    assert not client.api.containers(all=True, filters={"label": label})
+    client.close()
