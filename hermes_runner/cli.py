@@ -229,11 +229,11 @@ def _run_job(dcfg: DictConfig) -> int:
     hc = HydraConfig.get()
     overrides = list(hc.overrides.task)
     redact = Redactor.from_sources(OmegaConf.to_container(dcfg, resolve=False), overrides, as_container(cfg))
-    code, _ = execute_run(cfg, Path(hc.runtime.output_dir), overrides, console, redact)
+    code, _ = run_and_print(cfg, Path(hc.runtime.output_dir), overrides, console, redact)
     return code
 
 
-def execute_run(
+def run_and_print(
     cfg: RunConfig,
     run_dir: Path,
     overrides: list[str] | None = None,
