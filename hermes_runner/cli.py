@@ -77,9 +77,11 @@ def say(console: Console, text: str, **kwargs: object) -> None:
 
 
 def print_plan(console: Console, cfg: RunConfig, plan: Plan, run_dir: Path) -> None:
+    k = cfg.samples_per_prompt
+    scope = f"{plan.total} prompts in scope" + (f" ({plan.total // k} rows x {k} samples)" if k > 1 else "")
     say(
         console,
-        f"[bold]{cfg.run_name}[/]: {plan.total} prompts in scope, {plan.done} already done, "
+        f"[bold]{cfg.run_name}[/]: {scope}, {plan.done} already done, "
         f"{plan.to_run} to run"
         + (f" ({plan.retry} retries of failed prompts)" if plan.retry else "")
         + (f", {plan.skipped_failed} failed left alone" if plan.skipped_failed else "")
