@@ -140,10 +140,14 @@ class ProcessExecutor(LocalExecutor):
         log.info("starting %d worker processes x %d sessions", self.n, self.spec.pool_size)
         self.workers = [_Worker(i) for i in range(self.n)]
         await asyncio.gather(*(self._spawn(w) for w in self.workers))
-        async with self._changed:
-            await asyncio.wait_for(
-                self._changed.wait_for(lambda: all(w.state != "starting" for w in self.workers)), START_TIMEOUT_S
-            )
+        try:
+            async with self._changed:
+                await asyncio.wait_for(
+                    self._changed.wait_for(lambda: all(w.state != "starting" for w in self.workers)), START_TIMEOUT_S
+                )
+        except TimeoutError:
+            if not any(w.state == "ready" for w in self.workers):
+                raise ConfigError(f"no worker process started in {START_TIMEOUT_S:g}s") from None
         ready = [w for w in self.workers if w.state == "ready"]
         if not ready:
             raise ConfigError(f"no worker process could start: {self.workers[0].error}")
@@ -215,6 +219,8 @@ class ProcessExecutor(LocalExecutor):
                     fut = w.runs.pop(msg[1], None)
                     if fut is not None and not fut.done():
                         fut.set_result(msg[2])
+                elif kind == "log":  # (level, logger, message): through the runner's handlers (run.log, redaction)
+                    logging.getLogger(msg[2]).log(msg[1], "[worker %d] %s", w.number, msg[3])
                 elif kind == "ready":
                     log.info("worker process %d ready (pid %d)", w.number, w.pid)
                     await self._set_state(w, "ready")

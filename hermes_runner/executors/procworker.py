@@ -56,6 +56,23 @@ class RelayHook(CallHook):
         self.link.send(("retry", REQUEST.get(), self.which, call_end(exc, None)))
 
 
+class LinkHandler(logging.Handler):
+    """Sends this worker's log records to the runner, which logs them as its own."""
+
+    def __init__(self, link: Link):
+        super().__init__()
+        self.link = link
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            if record.exc_info:
+                text += "\n" + logging.Formatter().formatException(record.exc_info)
+            self.link.send(("log", record.levelno, record.name, text))
+        except Exception:  # noqa: BLE001 - a log record never breaks a session
+            self.handleError(record)
+
+
 async def serve(fd: int) -> None:
     from hermes_runner.agent.worker import session_runner
     from hermes_runner.config import as_container
@@ -63,10 +80,9 @@ async def serve(fd: int) -> None:
 
     link = await Link.open(socket.socket(fileno=fd))
     _, spec = await link.recv()
-    logging.basicConfig(
-        level=logging.INFO if spec.cfg.verbose else logging.WARNING,
-        format=f"%(levelname)s %(name)s[worker {os.getpid()}]: %(message)s",
-    )
+    root = logging.getLogger()
+    root.handlers[:] = [LinkHandler(link)]  # the runner writes them (its console, run.log), redacted there too
+    root.setLevel(logging.INFO if spec.cfg.verbose else logging.WARNING)
     waiting: dict[int, asyncio.Future] = {}
     ids = itertools.count()
     hooks = [RelayHook(link, "main", waiting, ids)]

@@ -58,11 +58,11 @@ def assert_each_prompt_once(run_dir: Path, n: int) -> None:
     assert sorted(r["prompt_index"] for r in batch_rows) == list(range(n))
 
 
-def test_sessions_run_in_worker_processes_and_stream_back(make_cfg, tmp_path, run_dir, server):
+def test_sessions_run_in_worker_processes_and_stream_back(make_cfg, tmp_path, run_dir, server, caplog):
     slow = {"content": "slow one", "reasoning": "r", "sleep": 4}
     rows = [{"prompt": script(slow, text="slow task")}] + [{"prompt": f"quick {i}"} for i in range(7)]
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
-    cfg = make_cfg(*PROCS, "num_workers=4", "sandbox.keep=true", dataset=ds)
+    cfg = make_cfg(*PROCS, "num_workers=4", "sandbox.keep=true", "sandbox.local.isolation=none", dataset=ds)
     code, stats = run_inprocess(cfg, run_dir)
     assert code == 0 and stats["prompts"]["ok"] == 8
     assert_each_prompt_once(run_dir, 8)
@@ -79,6 +79,9 @@ def test_sessions_run_in_worker_processes_and_stream_back(make_cfg, tmp_path, ru
     ends = [c for c in calls if c["event"] == "end"]
     assert len(ends) == 15 and {c["key"] for c in ends} == keys
     assert not worker_pids()  # all stopped
+    # The workers' log records went through the runner's logging (its console, run.log).
+    unconfined = [r.getMessage() for r in caplog.records if "commands run unconfined" in r.getMessage()]
+    assert sorted(m.split("]")[0] for m in unconfined) == ["[worker 0", "[worker 1"]
 
 
 def kill_one_worker_when_busy(server, busy: int, timeout: float = 60) -> int:
