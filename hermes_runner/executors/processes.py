@@ -22,6 +22,7 @@ import os
 import pickle
 import socket
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -47,20 +48,40 @@ _HEADER = 4
 
 
 class Link:
-    """Length-prefixed pickles over a stream: one message at a time each way, writes never block."""
+    """Length-prefixed pickles over a stream. Writes never block: the messages of one turn of the event
+    loop go out in one write, and a message sent from another thread (a log record) is handed to the loop."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         self.reader, self.writer = reader, writer
+        self.loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        self._out: list[bytes] = []
 
     @classmethod
     async def open(cls, sock: socket.socket) -> Link:
         return cls(*await asyncio.open_connection(sock=sock))
 
     def send(self, msg: tuple) -> None:
+        if threading.get_ident() != self._thread:
+            self.loop.call_soon_threadsafe(self.send, msg)
+            return
         if self.writer.is_closing():
             return
         data = pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)
-        self.writer.write(len(data).to_bytes(_HEADER, "big") + data)
+        if not self._out:
+            self.loop.call_soon(self.flush)
+        self._out += (len(data).to_bytes(_HEADER, "big"), data)
+
+    def flush(self) -> None:
+        """Write what was sent since the last flush."""
+        if self._out and not self.writer.is_closing():
+            self.writer.write(b"".join(self._out))
+        self._out.clear()
+
+    async def drain(self) -> None:
+        self.flush()
+        with contextlib.suppress(ConnectionError):
+            await self.writer.drain()
 
     async def recv(self) -> tuple:
         """The next message; IncompleteReadError at end of stream."""
@@ -68,6 +89,7 @@ class Link:
         return pickle.loads(await self.reader.readexactly(n))
 
     def close(self) -> None:
+        self.flush()
         self.writer.close()
 
 

@@ -11,7 +11,6 @@ it cancels what is in flight, closes its sandboxes and exits.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import itertools
 import logging
@@ -94,7 +93,7 @@ async def serve(fd: int) -> None:
             runner = await runner_cm.__aenter__()
         except Exception as exc:  # noqa: BLE001 - told to the runner, which stops with it
             link.send(("failed", f"{type(exc).__name__}: {exc}"))
-            await link.writer.drain()
+            await link.drain()
             return
         try:
             link.send(("ready", os.getpid()))
@@ -104,8 +103,7 @@ async def serve(fd: int) -> None:
                 t.cancel()
             await asyncio.gather(*sessions.values(), return_exceptions=True)
             await runner_cm.__aexit__(None, None, None)
-            with contextlib.suppress(ConnectionError):
-                await link.writer.drain()
+            await link.drain()
             link.close()
 
 
