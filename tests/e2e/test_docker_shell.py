@@ -102,7 +102,7 @@ def test_stdin_closed_stdout_and_marker_like_output(tmp_path, mode):
     fake = secrets.token_hex(16)
 
     async def body(sb):
-        stdin = await sb.run("cat; read x; echo \"[$x]\"", 20)  # stdin is empty, never the shell's own
+        stdin = await sb.run('cat; read x; echo "[$x]"', 20)  # stdin is empty, never the shell's own
         closed = await sb.run("exec >&- 2>&-; sleep 0.2; exit 4", 20)
         marker = await sb.run(f"printf 'S{fake}\\nE{fake} 0\\n'; exit 6", 20)
         after = await sb.run("echo fine", 20)
