@@ -19,13 +19,17 @@ from hermes_runner.sandbox.base import READ_SCRIPT, WRITE_SCRIPT, OutputCap, che
 # $1 = working dir; the command comes on stdin (never argv: a command of any size runs). The first
 # output line is the shell's pid (or "!nodir"), so a timeout can kill exactly this command's process
 # tree; stderr joins stdout in order. Run by bash when the image has it, else by sh.
-RUN_SCRIPT = """cd -- "$1" 2>/dev/null || { echo '!nodir'; exit 1; }
+_RUN_START = """cd -- "$1" 2>/dev/null || { echo '!nodir'; exit 1; }
 echo "$$"
-__hr_cmd=$(cat)
-exec 2>&1 </dev/null
+"""
+_RUN_END = """exec 2>&1 </dev/null
 set --
 eval "unset __hr_cmd; $__hr_cmd"
 """
+RUN_SCRIPT = _RUN_START + "__hr_cmd=$(cat)\n" + _RUN_END
+# The same with the command already in the environment variable __hr_cmd (the long-lived shell's
+# short commands: no process to read stdin); the eval unsets it before the command runs.
+RUN_ENV_SCRIPT = _RUN_START + _RUN_END
 PICK_SHELL = 's=$1; shift; [ -x /bin/bash ] && exec /bin/bash -c "$s" hermes-runner "$@"; exec /bin/sh -c "$s" hermes-runner "$@"'
 
 # $1 = pid: stop the tree top-down (a stopped process cannot fork), then kill it.

@@ -26,15 +26,21 @@ from docker.api import APIClient
 
 from hermes_runner.errors import ToolError
 from hermes_runner.sandbox.base import READ_SCRIPT, WRITE_SCRIPT, OutputCap, check_read, check_write
-from hermes_runner.sandbox.docker_exec import RUN_SCRIPT, CommandOutput, sh_argv
+from hermes_runner.sandbox.docker_exec import RUN_ENV_SCRIPT, RUN_SCRIPT, CommandOutput, sh_argv
 
-# $1, $2, $3: the run, read and write scripts. The pipeline's ( ... ) always drains the payload, so the
-# next header is read where it starts even when the op exits early (no working dir, a failed mkdir).
+# $1 .. $4: the run, read, write and run-from-the-environment scripts. `line` reads a short command's
+# `len` lines with the shell's own `read` (no process but the command's shell); `run` reads `len` bytes
+# of any command with `head`. The pipeline's ( ... ) always drains the payload, so the next header is
+# read where it starts even when the op exits early (no working dir, a failed mkdir).
 SERVER_SCRIPT = """s=/bin/sh; [ -x /bin/bash ] && s=/bin/bash
 echo "$$"
 while read -r op n len max p; do
   printf 'S%s\\n' "$n"
   case $op in
+    line) c=; i=0
+      while [ "$i" -lt "$len" ] && IFS= read -r l; do c="$c$l
+"; i=$((i + 1)); done
+      __hr_cmd=$c "$s" -c "$4" hermes-runner "$p" </dev/null ;;
     run) head -c "$len" | ( "$s" -c "$1" hermes-runner "$p"; r=$?; cat >/dev/null; exit $r ) ;;
     read) /bin/sh -c "$2" hermes-runner "$p" "$max" </dev/null ;;
     write) head -c "$len" | ( /bin/sh -c "$3" hermes-runner "$p"; r=$?; cat >/dev/null; exit $r ) ;;
@@ -47,6 +53,8 @@ done
 """
 STDOUT, STDERR = 1, 2
 RECV = 256 * 1024
+MAX_LINE_COMMAND = 16 * 1024  # larger commands (or with NUL bytes) go by `head`, not through the environment
+MAX_LINES = 256
 DIED = "\n[the sandbox's shell ended during this command (exit code {code}); the next command gets a new one]"
 
 
@@ -56,6 +64,18 @@ class ShellDied(Exception):
     def __init__(self, started: bool):
         super().__init__("the sandbox shell ended")
         self.started = started
+
+
+def framed(command: str) -> tuple[str, int, bytes]:
+    """The op, size field and payload of a command: `line` (its lines) when short, else `run` (its bytes)."""
+    data = command.encode(errors="surrogateescape")
+    if len(data) <= MAX_LINE_COMMAND and b"\0" not in data:
+        if not data.endswith(b"\n"):
+            data += b"\n"  # the shell reads whole lines; a command's trailing newlines change nothing
+        lines = data.count(b"\n")
+        if lines <= MAX_LINES:
+            return "line", lines, data
+    return "run", len(data), data
 
 
 def usable_path(path: str) -> bool:
@@ -161,7 +181,9 @@ class Shell:
     def __init__(self, api: APIClient, cid: str):
         self.api = api
         self.cid = cid
-        self.eid = api.exec_create(cid, sh_argv(SERVER_SCRIPT, RUN_SCRIPT, READ_SCRIPT, WRITE_SCRIPT), stdin=True)["Id"]
+        self.eid = api.exec_create(
+            cid, sh_argv(SERVER_SCRIPT, RUN_SCRIPT, READ_SCRIPT, WRITE_SCRIPT, RUN_ENV_SCRIPT), stdin=True
+        )["Id"]
         self.sock = api.exec_start(self.eid, socket=True)
         self.raw = getattr(self.sock, "_sock", self.sock)
         self.demux = Demux()
@@ -191,13 +213,16 @@ class Shell:
             self.frames.extend(self.demux.feed(data))
         return self.frames.pop(0)
 
-    def _call(self, op: str, path: str, payload: bytes, limit: int, on_out: Callable[[bytes], None]) -> tuple:
+    def _call(
+        self, op: str, path: str, payload: bytes, limit: int, on_out: Callable[[bytes], None], size: int = -1
+    ) -> tuple:
         """Send one op and feed its stdout to `on_out`; return (exit code, stderr head, stray bytes)."""
         nonce = secrets.token_hex(16)
         call = Call(nonce)
         err = bytearray()
+        size = len(payload) if size < 0 else size
         try:
-            self.raw.sendall(f"{op} {nonce} {len(payload)} {limit} {path}\n".encode(errors="surrogateescape"))
+            self.raw.sendall(f"{op} {nonce} {size} {limit} {path}\n".encode(errors="surrogateescape"))
             if payload:
                 self.raw.sendall(payload)
         except OSError:
@@ -225,7 +250,8 @@ class Shell:
 
     def run(self, command: str, workdir: str, cap: OutputCap, on_pid: Callable[[int], None]) -> int:
         out = CommandOutput(cap, on_pid, workdir)
-        code, _, _ = self._call("run", workdir, command.encode(errors="surrogateescape"), 0, out.feed)
+        op, size, payload = framed(command)
+        code, _, _ = self._call(op, workdir, payload, 0, out.feed, size)
         return out.finish(code)
 
     def read_file(self, path: str, max_bytes: int) -> bytes:

@@ -172,3 +172,19 @@ def test_concurrent_calls_on_one_sandbox(tmp_path):
 
     results = in_sandbox(tmp_path, body)
     assert [r.output for r in results] == [f"{i}\n" for i in range(4)]
+
+
+@BOTH
+def test_multi_line_heredoc_and_large_commands(tmp_path, mode):
+    heredoc = "cat <<'X'\n  two  spaces\\n kept\t\nX\nx=1 \\\n  y=2; echo \"$x$y\""
+    big = f"x='{'q' * 40_000}'; echo ${{#x}}"  # past the short-command path: its bytes go by `head`
+    many = "\n".join(f"echo {i}" for i in range(300)) + "\n\n\n"
+
+    async def body(sb):
+        return [await sb.run(c, 30) for c in (heredoc, big, many, "echo done")]
+
+    doc, large, lines, done = in_sandbox(tmp_path, body, mode)
+    assert doc.output == "  two  spaces\\n kept\t\n12\n"
+    assert large.output == "40000\n"
+    assert lines.output == "".join(f"{i}\n" for i in range(300))
+    assert done.output == "done\n"

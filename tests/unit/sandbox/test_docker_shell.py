@@ -6,7 +6,18 @@ import struct
 
 import pytest
 
-from hermes_runner.sandbox.docker_shell import STDERR, STDOUT, Call, Demux, Until, partial, usable_path
+from hermes_runner.sandbox.docker_shell import (
+    MAX_LINE_COMMAND,
+    MAX_LINES,
+    STDERR,
+    STDOUT,
+    Call,
+    Demux,
+    Until,
+    framed,
+    partial,
+    usable_path,
+)
 
 NONCE = "0123456789abcdef0123456789abcdef"
 
@@ -86,3 +97,18 @@ def test_until_holds_a_split_exit_code():
 )
 def test_usable_path(path, ok):
     assert usable_path(path) is ok
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("echo hi", ("line", 1, b"echo hi\n")),
+        ("a\nb\n", ("line", 2, b"a\nb\n")),
+        ("", ("line", 1, b"\n")),
+        ("x\0y", ("run", 3, b"x\0y")),  # NUL bytes: by bytes, as a per-call exec gets them
+        ("e" * (MAX_LINE_COMMAND + 1), ("run", MAX_LINE_COMMAND + 1, b"e" * (MAX_LINE_COMMAND + 1))),
+        ("\n" * (MAX_LINES + 1), ("run", MAX_LINES + 1, b"\n" * (MAX_LINES + 1))),
+    ],
+)
+def test_framed_short_commands_go_by_lines(command, expected):
+    assert framed(command) == expected
