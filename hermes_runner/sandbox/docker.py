@@ -122,6 +122,7 @@ class DockerSandbox:
         except DockerException as exc:
             raise self._b.gone(self.id, exc) from exc
         except asyncio.CancelledError:  # the prompt ends (Ctrl-C, its time limit): the command goes too
+            fut.add_done_callback(_quiet)
             if pids:
                 self._b.spawn(docker_exec.kill_tree, api, self.id, pids[0])
             raise
