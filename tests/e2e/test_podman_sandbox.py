@@ -297,7 +297,9 @@ def test_missing_image_fails_only_its_prompts_before_any_token(podman, make_cfg,
 def test_service_unreachable_is_a_clear_error(make_cfg, tmp_path, run_dir, caplog):
     rows = [{"prompt": "p"}]
     sock = tmp_path / "no-such.sock"
-    cfg = make_cfg("sandbox=podman", f"sandbox.podman.url=unix://{sock}", dataset=write_jsonl(tmp_path / "d.jsonl", rows))
+    cfg = make_cfg(
+        "sandbox=podman", f"sandbox.podman.url=unix://{sock}", dataset=write_jsonl(tmp_path / "d.jsonl", rows)
+    )
     code, _ = run_inprocess(cfg, run_dir)
     assert code == 2
     assert f"no Podman service answers at unix://{sock}" in caplog.text

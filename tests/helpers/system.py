@@ -13,6 +13,7 @@ checked: the tests that need it skip, with the reason. Otherwise they fail with 
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -29,9 +30,7 @@ PODMAN_ROOTFUL = "/run/podman/podman.sock"
 
 
 def podman_sockets() -> dict[str, str]:
-    """"rootful" / "rootless" -> the API socket PODMAN_SETUP starts."""
-    import pwd
-
+    """The API socket PODMAN_SETUP starts, by mode (rootful, rootless)."""
     try:
         uid = pwd.getpwnam(PODMAN_USER).pw_uid
     except KeyError:
