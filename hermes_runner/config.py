@@ -166,6 +166,13 @@ class LocalSandboxOptions:
     cpus: float = 1.0  # CPU cores per prompt (0: none; needs cgroups)
 
 
+class DockerExecMode(StrEnum):
+    """How a Docker sandbox runs each tool call (docs/docker.md#how-tool-calls-reach-the-container)."""
+
+    shell = "shell"  # one long-lived shell per container (one exec at start) runs every call
+    exec = "exec"  # a `docker exec` per call (three engine round trips and a runc exec each)
+
+
 @dataclass
 class DockerSandboxOptions:
     """One container per prompt; every isolation default can be relaxed here."""
@@ -189,6 +196,7 @@ class DockerSandboxOptions:
     pull: bool = False  # pull images missing locally
     pool_size: int = 2  # containers started ahead per (image, working dir); each serves one prompt
     max_lifetime_s: int = 86_400  # a container left behind by a killed runner exits after this long
+    exec_mode: DockerExecMode = DockerExecMode.shell  # shell | exec: how each tool call reaches the container
 
 
 @dataclass
