@@ -114,9 +114,14 @@ class ResponseCache:
         self.writes = cfg.mode in (CacheMode.readwrite, CacheMode.write)
         self._warned = False
         self.store = None
+        import diskcache  # here: a run with the cache off does not pay its import (~0.1 s)
+
+        # what turns a call into a miss: SQLite's errors (corrupt, full, read-only), the file system's, a lock
+        # held past BUSY_TIMEOUT_S
+        self.errors: tuple[type[BaseException], ...] = (sqlite3.Error, OSError, diskcache.Timeout)
         try:
             self.store = open_store(self.dir, cfg.size_limit)
-        except (sqlite3.Error, OSError) as exc:
+        except self.errors as exc:
             self._warn("cannot be opened", exc)
 
     def _warn(self, what: str, exc: BaseException) -> None:
@@ -135,7 +140,7 @@ class ResponseCache:
         try:
             value = self.store.get(key)
             return None if value is None else decode(value)
-        except (sqlite3.Error, OSError, ValueError, KeyError, TypeError) as exc:
+        except (*self.errors, ValueError, KeyError, TypeError) as exc:
             self._warn("cannot be read", exc)
             return None
 
@@ -144,7 +149,7 @@ class ResponseCache:
             return
         try:
             self.store.set(key, encode(completion), expire=self.cfg.expire)
-        except (sqlite3.Error, OSError) as exc:
+        except self.errors as exc:
             self._warn("cannot be written", exc)
 
     def close(self) -> None:
@@ -154,7 +159,7 @@ class ResponseCache:
 
 def open_store(directory: Path, size_limit: int = 4 * 2**30):
     """The diskcache Cache in `directory` (made if missing), least-recently-stored eviction beyond `size_limit`."""
-    import diskcache  # here: a run with the cache off does not pay its import
+    import diskcache
 
     return diskcache.Cache(
         str(directory), size_limit=size_limit, eviction_policy="least-recently-stored", timeout=BUSY_TIMEOUT_S
