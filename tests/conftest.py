@@ -27,12 +27,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # A run a test starts without base_overrides (its cache on) keeps its replies in a dir of this session, never
     # in the user's cache; subprocesses inherit it.
     os.environ[cache.ENV_DIR] = tempfile.mkdtemp(prefix="hermes-test-cache-")
+    for req in system.REQUIREMENTS:
+        config.addinivalue_line("markers", f"{req.name}: needs {req.purpose} ({req.opt_out}=1 skips)")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(os.environ.pop(cache.ENV_DIR, ""), ignore_errors=True)
-    for req in system.REQUIREMENTS:
-        config.addinivalue_line("markers", f"{req.name}: needs {req.purpose} ({req.opt_out}=1 skips)")
 
 
 E2E = Path(__file__).parent / "e2e"
