@@ -35,6 +35,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(os.environ.pop(cache.ENV_DIR, ""), ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _own_response_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test's default cache dir is its own: no test is answered with another's scripted replies."""
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path_factory.mktemp("response-cache")))
+
+
 E2E = Path(__file__).parent / "e2e"
 
 
