@@ -325,3 +325,17 @@ def test_docker_sandboxes_in_worker_processes(make_cfg, tmp_path, run_dir, serve
     label = f"{docker_orphans.RUN_DIR}={Path(run_dir).resolve()}"
     assert not client.api.containers(all=True, filters={"label": label})
     client.close()
+
+
+def test_the_response_cache_serves_every_worker(make_cfg, tmp_path, server):
+    """Each worker opens the shared cache: a rerun into a new dir with two processes pays no call."""
+    term = {"name": "terminal", "arguments": {"command": "echo same"}}
+    rows = [{"prompt": script({"tool_calls": [term], "reasoning": "r"}, {"content": "done", "reasoning": "r"},
+                              text=f"task {i}")} for i in range(6)]  # fmt: skip
+    ds = write_jsonl(tmp_path / "d.jsonl", rows)
+    cache = ["cache=readwrite", f"cache.dir={tmp_path / 'cache'}", "distribution=terminal_only", "num_workers=4"]
+    code, first = run_inprocess(make_cfg(*PROCS, *cache, dataset=ds), tmp_path / "one")
+    assert code == 0 and len(server.requests) == 12 and first["cache"]["hits"] == 0
+    code, again = run_inprocess(make_cfg(*PROCS, *cache, dataset=ds), tmp_path / "two")
+    assert code == 0 and len(server.requests) == 12  # not one call more
+    assert again["prompts"]["ok"] == 6 and again["cache"]["hits"] == 12 and again["api_calls"] == 0
