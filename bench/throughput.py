@@ -69,6 +69,7 @@ def base_overrides(url: str, dataset: Path, run_dir: Path, name: str) -> list[st
         f"dataset_file={dataset}",
         f"run_name={name}",
         f"hydra.run.dir={run_dir}",
+        "cache=off",  # every level asks the same prompts: a replayed reply would be no call at all
     ]
 
 
