@@ -25,7 +25,7 @@ setup-dev:
 setup-local:
 	scripts/setup.sh local
 
-setup-system:           ## what the tests need from the machine: bubblewrap, Chromium, Docker + test images
+setup-system:           ## what the tests need from the machine: bubblewrap, Chromium, Docker, Podman + test images
 	scripts/setup_system.sh
 
 bench: setup-dev        ## throughput benchmark (prints ratios against the ideal)

@@ -22,14 +22,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import base_overrides, compose_cfg, write_jsonl  # noqa: E402
 
-from hermes_runner.cli import execute_run  # noqa: E402
+from hermes_runner.cli import run_and_print  # noqa: E402
 from hermes_runner.testing.scripted_server import ScriptedServer  # noqa: E402
 
 
 def timed_run(overrides: list[str], run_dir: Path) -> tuple[float, dict]:
     cfg = compose_cfg(overrides)
     started = time.perf_counter()
-    code, stats = execute_run(cfg, run_dir)
+    code, stats = run_and_print(cfg, run_dir)
     wall = time.perf_counter() - started
     assert code == 0 and stats["prompts"]["ok"] == stats["prompts"]["total"], (code, stats and stats["prompts"])
     return wall, stats

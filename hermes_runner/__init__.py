@@ -4,7 +4,7 @@ Where things live (one room per job; the rooms are listed from the top of the ho
 
     room            what is in it
     app.py          the command (`hermes-runner`, `python run.py`): the Hydra app, --help, completion, exit 2
-    cli.py          the Hydra job: compose -> run.execute_run -> print the plan, the summary, the exit code
+    cli.py          the Hydra job: compose -> run.execute_run -> print the plan, the summary, the exit code (run_and_print)
     run/            one invocation: invocation (prepare, drive, record, signals, finalize; execute_run), record
                     (filters + ledger record), outputs (checkpoint, trajectories, statistics), plan, budget,
                     progress, estimate (+ the dry run), discards, rescore (`hermes-score`: new scores, no agent)

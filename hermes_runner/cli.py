@@ -76,9 +76,11 @@ def say(console: Console, text: str, **kwargs: object) -> None:
 
 
 def print_plan(console: Console, cfg: RunConfig, plan: Plan, run_dir: Path) -> None:
+    k = cfg.samples_per_prompt
+    scope = f"{plan.total} prompts in scope" + (f" ({plan.total // k} rows x {k} samples)" if k > 1 else "")
     say(
         console,
-        f"[bold]{cfg.run_name}[/]: {plan.total} prompts in scope, {plan.done} already done, "
+        f"[bold]{cfg.run_name}[/]: {scope}, {plan.done} already done, "
         f"{plan.to_run} to run"
         + (f" ({plan.retry} retries of failed prompts)" if plan.retry else "")
         + (f", {plan.skipped_failed} failed left alone" if plan.skipped_failed else "")
@@ -236,11 +238,11 @@ def _run_job(dcfg: DictConfig) -> int:
     hc = HydraConfig.get()
     overrides = list(hc.overrides.task)
     redact = Redactor.from_sources(OmegaConf.to_container(dcfg, resolve=False), overrides, as_container(cfg))
-    code, _ = execute_run(cfg, Path(hc.runtime.output_dir), overrides, console, redact)
+    code, _ = run_and_print(cfg, Path(hc.runtime.output_dir), overrides, console, redact)
     return code
 
 
-def execute_run(
+def run_and_print(
     cfg: RunConfig,
     run_dir: Path,
     overrides: list[str] | None = None,

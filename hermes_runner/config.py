@@ -191,23 +191,34 @@ class DockerSandboxOptions:
     max_lifetime_s: int = 86_400  # a container left behind by a killed runner exits after this long
 
 
+@dataclass
+class PodmanSandboxOptions:
+    """Where the Podman API listens; the containers themselves follow `sandbox.docker` (same options)."""
+
+    # unix:///path/podman.sock or tcp://host:port; None: $CONTAINER_HOST, else $XDG_RUNTIME_DIR/podman/podman.sock,
+    # else /run/podman/podman.sock (the first socket that exists)
+    url: str | None = None
+
+
 class SandboxKind(StrEnum):
     """Where tool commands run (sandbox/: one module per backend)."""
 
     local = "local"  # bubblewrap on this machine (sandbox/local.py)
     docker = "docker"  # one container per prompt (sandbox/docker.py)
+    podman = "podman"  # the same containers on Podman, rootful or rootless (sandbox/podman.py)
 
 
 @dataclass
 class SandboxConfig:
-    backend: SandboxKind = SandboxKind.local  # local | docker
-    image: str | None = None  # default image (docker)
+    backend: SandboxKind = SandboxKind.local  # local | docker | podman
+    image: str | None = None  # default image (docker, podman)
     workdir: str = "/workspace"  # default working dir inside a container
     keep: bool = False  # keep the per-task sandbox after the prompt ends
     command_timeout_s: float = 180.0  # default terminal timeout
     max_output_chars: int = 50_000  # terminal output kept (40% head, 60% tail)
     local: LocalSandboxOptions = field(default_factory=LocalSandboxOptions)
-    docker: DockerSandboxOptions = field(default_factory=DockerSandboxOptions)
+    docker: DockerSandboxOptions = field(default_factory=DockerSandboxOptions)  # containers (docker and podman)
+    podman: PodmanSandboxOptions = field(default_factory=PodmanSandboxOptions)
 
 
 @dataclass

@@ -55,7 +55,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             lines.append(f"system: {req.name} tests skip ({req.opt_out}=1)")
         elif (msg := _missing(req.name)) is not None:
             lines.append(f"system: MISSING {req.name}, its tests will fail: {msg}")
-    return lines or ["system: bubblewrap, Chromium, Docker and the test images are all there"]
+    return lines or ["system: bubblewrap, Chromium, Docker, Podman and the test images are all there"]
 
 
 @pytest.fixture(scope="session")

@@ -125,6 +125,11 @@ class Mapping:
         used.add(col)
         return value or None  # an empty cell (CSV, Parquet) is no value
 
+    def answers(self, row: dict) -> dict[str, str]:
+        """The row's `target` and `verify` as the mapping reads them (a role with no value is left out)."""
+        found = {role: self._answer(role, row) for role in ("target", "verify")}
+        return {role: value for role, value in found.items() if value is not None}
+
     def _answer(self, role: str, row: dict) -> str | None:
         """target / verify as text: a string as it is, any other value as JSON."""
         cols, named = self._cols[role]

@@ -29,6 +29,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from hermes_runner.config import RunConfig, ScorerConfig, ScorerKind, check, check_scorers, register_configs
+from hermes_runner.dataset.mapping import Mapping
 from hermes_runner.errors import ConfigError, ExitCode, RunnerError
 from hermes_runner.run.budget import RunBudget
 from hermes_runner.run.invocation import Run
@@ -102,6 +103,7 @@ class Rescoring:
         self.records: dict[str, dict] = {}
         self.counts = {"scored": 0, "skipped": 0, "errors": 0}
         self.budget = RunBudget(run.cfg.limits, run.spent())
+        self.mapping = Mapping(run.cfg.dataset)  # the run's dataset.fields: where target and verify are
 
     def todo(self) -> list[str]:
         keys = sorted(self.run.state.terminal, key=lambda k: (self.run.state.terminal[k].index, k))
@@ -140,7 +142,7 @@ class Rescoring:
 
     async def one(self, key: str, entry: dict, scorers: Scorers) -> None:
         usage = Usage()
-        fresh = await scorers.score(Job(entry, row_from_entry(entry), None, usage))
+        fresh = await scorers.score(Job(entry, row_from_entry(entry, self.mapping), None, usage))
         self.counts["errors"] += sum(1 for s in fresh if s.error)
         prev = list(entry.get("scores") or [])
         entry["scores"], entry["reward"] = self.merged(prev, fresh)

@@ -1,4 +1,4 @@
-"""Where tool commands run: sandbox backends (local bubblewrap, Docker), one module each, behind the Protocols
+"""Where tool commands run: sandbox backends (local bubblewrap, Docker, Podman), one module each, behind the Protocols
 in `base`; the factory is here. It may import only vocabulary: config, errors, dataset, util."""
 
 from __future__ import annotations
@@ -19,4 +19,8 @@ def make_backend(cfg: SandboxConfig, run_name: str, run_dir: str) -> SandboxBack
         from hermes_runner.sandbox.docker import DockerBackend
 
         return DockerBackend(cfg, run_name, run_dir)
+    if cfg.backend == SandboxKind.podman:
+        from hermes_runner.sandbox.podman import PodmanBackend
+
+        return PodmanBackend(cfg, run_name, run_dir)
     raise ConfigError(f"unknown sandbox.backend {cfg.backend!r} ({', '.join(SandboxKind)})")

@@ -21,10 +21,14 @@ READ_SCRIPT = """[ -d "$1" ] && exit 21
 exec head -c "$2" -- "$1"
 """
 
-# sh: $1 = path; the content comes on stdin; missing parent dirs are made.
-WRITE_SCRIPT = """case "$1" in */*) d=${1%/*}; [ -n "$d" ] && [ ! -d "$d" ] && { mkdir -p -- "$d" || exit 1; };; esac
-[ -d "$1" ] && exit 21
-exec cat > "$1"
+# sh: $1 = path; the content comes on stdin; missing parent dirs are made. A failed write still reads all of
+# stdin: an engine may lose the error when the process exits with its stdin unread (Podman does).
+WRITE_SCRIPT = """w() {
+  case "$1" in */*) d=${1%/*}; [ -n "$d" ] && [ ! -d "$d" ] && { mkdir -p -- "$d" || return 1; };; esac
+  [ -d "$1" ] && return 21
+  cat > "$1"
+}
+w "$1"; s=$?; [ "$s" = 0 ] || cat >/dev/null; exit "$s"
 """
 
 

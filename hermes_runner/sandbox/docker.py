@@ -117,7 +117,13 @@ class DockerSandbox:
 
 
 class DockerBackend:
-    """Creates one container per prompt on a Docker engine (DOCKER_HOST or the local socket)."""
+    """Creates one container per prompt on a Docker engine (DOCKER_HOST or the local socket).
+
+    Another engine with the Docker API (sandbox/podman.py) subclasses it and overrides the few
+    engine-specific hooks: `connect`, `unreachable`, `tmpfs_owner`, `check_engine`.
+    """
+
+    engine = "docker"  # the sandbox.backend value, in messages
 
     def __init__(self, cfg: SandboxConfig, run_name: str, run_dir: str):
         o = cfg.docker
@@ -165,19 +171,39 @@ class DockerBackend:
 
         self.call(fn, *args).add_done_callback(done)
 
+    # -- engine-specific hooks ----------------------------------------------------------
+
+    base_url: str | None = None  # the engine's API address (None: DOCKER_HOST or the local socket)
+
+    def connect(self) -> docker.DockerClient:
+        """A client of the engine (blocking)."""
+        return docker.from_env(timeout=API_TIMEOUT_S, max_pool_size=256)
+
+    def unreachable(self, exc: Exception) -> ConfigError:
+        return ConfigError(
+            f"sandbox.backend=docker but the Docker engine is not reachable: {exc}. "
+            "Start dockerd (scripts/ci_docker_setup.sh does it on Debian) or set DOCKER_HOST."
+        )
+
+    def check_engine(self) -> None:
+        """Refuse (ConfigError) or warn about an engine that cannot give the configured isolation (blocking)."""
+
+    @staticmethod
+    def tmpfs_owner(uid: int | None, gid: int | None) -> str:
+        """Mount options that give a tmpfs to the container's user."""
+        return "".join(f",{k}={v}" for k, v in (("uid", uid), ("gid", gid)) if v is not None)
+
     # -- run lifecycle ----------------------------------------------------------------
 
     async def start(self, images: set[str]) -> dict[str, str]:
         try:
-            self.client = await self.call(functools.partial(docker.from_env, timeout=API_TIMEOUT_S, max_pool_size=256))
+            self.client = await self.call(self.connect)
             await self.call(self.client.ping)
         except DockerException as exc:
-            raise ConfigError(
-                f"sandbox.backend=docker but the Docker engine is not reachable: {exc}. "
-                "Start dockerd (scripts/ci_docker_setup.sh does it on Debian) or set DOCKER_HOST."
-            ) from None
+            raise self.unreachable(exc) from None
+        await self.call(self.check_engine)
         await self.call(docker_orphans.reap, self.api)
-        self._watchdog = await self.call(docker_watchdog.spawn, self.labels)
+        self._watchdog = await self.call(docker_watchdog.spawn, self.labels, self.base_url)
         refs = sorted(images)
         results = await asyncio.gather(*(self._image(ref) for ref in refs), return_exceptions=True)
         unavailable = {}
@@ -245,8 +271,7 @@ class DockerBackend:
             return ()
         if d.populated:
             return ((workdir, "volume"),) if self.opts.read_only else ()
-        owner = "".join(f",{k}={v}" for k, v in (("uid", uid), ("gid", gid)) if v is not None)
-        return ((workdir, self.opts.workdir_tmpfs + owner),)
+        return ((workdir, self.opts.workdir_tmpfs + self.tmpfs_owner(uid, gid)),)
 
     def _create(self, spec: Spec, key: str) -> str:
         """Create and start a container (blocking); it is registered before anything can fail."""

@@ -18,8 +18,9 @@ from hermes_runner.sandbox.base import READ_SCRIPT, WRITE_SCRIPT, OutputCap, che
 
 # $1 = working dir; the command comes on stdin (never argv: a command of any size runs). The first
 # output line is the shell's pid (or "!nodir"), so a timeout can kill exactly this command's process
-# tree; stderr joins stdout in order. Run by bash when the image has it, else by sh.
-RUN_SCRIPT = """cd -- "$1" 2>/dev/null || { echo '!nodir'; exit 1; }
+# tree; stderr joins stdout in order. Run by bash when the image has it, else by sh. stdin is always read to
+# its end (Podman loses the output of a process that exits with its stdin unread).
+RUN_SCRIPT = """cd -- "$1" 2>/dev/null || { echo '!nodir'; cat >/dev/null; exit 1; }
 echo "$$"
 __hr_cmd=$(cat)
 exec 2>&1 </dev/null

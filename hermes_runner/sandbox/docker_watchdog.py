@@ -32,14 +32,14 @@ class Watchdog:
             self.proc.wait(timeout=10)
 
 
-def spawn(labels: dict[str, str]) -> Watchdog:
-    """Start the watchdog for the containers carrying `labels` (blocking)."""
+def spawn(labels: dict[str, str], base_url: str | None = None) -> Watchdog:
+    """Start the watchdog for the containers carrying `labels` on the engine at `base_url` (None: DOCKER_HOST)."""
     r, w = os.pipe()  # both non-inheritable: no sandboxed command ever holds the write end
     pkg_root = str(Path(hermes_runner.__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [pkg_root, os.environ.get("PYTHONPATH")]))}
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "hermes_runner.sandbox.docker_watchdog", json.dumps(labels)],
+            [sys.executable, "-m", "hermes_runner.sandbox.docker_watchdog", json.dumps(labels), base_url or ""],
             stdin=r,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -52,14 +52,14 @@ def spawn(labels: dict[str, str]) -> Watchdog:
 
 
 def main() -> int:
-    labels = json.loads(sys.argv[1])
+    labels, base_url = json.loads(sys.argv[1]), sys.argv[2]
     while os.read(0, 65536):  # until the runner's end of the pipe closes
         pass
     import docker
 
     from hermes_runner.sandbox.docker_orphans import sweep
 
-    client = docker.from_env(timeout=60)
+    client = docker.DockerClient(base_url=base_url, timeout=60) if base_url else docker.from_env(timeout=60)
     try:
         sweep(client.api, labels)
     finally:

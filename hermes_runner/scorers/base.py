@@ -17,6 +17,7 @@ __all__ = ["NOT_SCORED", "Job", "Score", "Scorer", "conversation_text", "final_a
 
 if TYPE_CHECKING:
     from hermes_runner.dataset import Prompt
+    from hermes_runner.dataset.mapping import Mapping
     from hermes_runner.sandbox.base import Sandbox
 
 
@@ -87,8 +88,9 @@ def row_of(prompt: Prompt) -> dict:
     return row
 
 
-def row_from_entry(entry: dict) -> dict:
-    """The dataset row of a finished entry (for rescoring): its kept row fields, prompt, image and cwd."""
+def row_from_entry(entry: dict, mapping: Mapping | None = None) -> dict:
+    """The dataset row of a finished entry (for rescoring): its kept row fields, prompt, image and cwd, and the
+    `target` / `verify` that `mapping` (the run's `dataset.fields`) reads from them."""
     meta = entry.get("metadata") or {}
     try:
         row = json.loads(meta.get("row_fields") or "{}")
@@ -97,6 +99,8 @@ def row_from_entry(entry: dict) -> dict:
     row = row if isinstance(row, dict) else {}
     human = next((t.get("value", "") for t in entry.get("conversations") or () if t.get("from") == "human"), "")
     row.update(prompt=human, image=meta.get("image", ""), cwd=meta.get("cwd", ""))
+    if mapping is not None:
+        row.update(mapping.answers(row))
     return row
 
 

@@ -61,11 +61,17 @@ def mixed_prompts(workdir: Path) -> list[dict]:
     ]
 
 
+def with_targets(rows: list[dict]) -> list[dict]:
+    """Targets for a scored run: chat 0 and 1 pass, chat 2 fails, the other rows have none."""
+    wants = {0: "Answer 0", 1: "Answer 1", 2: "Answer 9"}
+    return [{**row, "want": wants[i]} if i in wants else row for i, row in enumerate(rows)]
+
+
 def make_mixed_run(server: ScriptedServer, base: Path, name: str, *overrides: str) -> Path:
     base.mkdir(parents=True, exist_ok=True)
     workdir = base / "workdir"
     workdir.mkdir(exist_ok=True)
-    ds = write_jsonl(base / f"{name}.jsonl", mixed_prompts(workdir))
+    ds = write_jsonl(base / f"{name}.jsonl", with_targets(mixed_prompts(workdir)))
     cfg = compose_cfg(
         base_overrides(server, base)
         + [f"run_name={name}", f"dataset_file={ds}", "batch_size=4", "max_turns=3", "sandbox.local.isolation=none"]
@@ -83,6 +89,19 @@ def make_mixed_run(server: ScriptedServer, base: Path, name: str, *overrides: st
 def mixed(_server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     _server.reset()
     return make_mixed_run(_server, tmp_path_factory.mktemp("consumers"), "mixed")
+
+
+@pytest.fixture(scope="module")
+def scored(_server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The mixed run again with a match scorer: some rows pass, some fail, the rest have no target (a failed score)."""
+    _server.reset()
+    return make_mixed_run(
+        _server,
+        tmp_path_factory.mktemp("scored"),
+        "scored",
+        "+scorer@scorers.answer=match",
+        "dataset.fields.target=want",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +218,30 @@ def test_datasets_loads_every_file_of_a_mixed_run_with_one_schema(mixed: Path, v
 
 
 @pytest.mark.parametrize("venv", ["datasets4", "datasets5"])
+def test_datasets_loads_scored_and_unscored_runs_mixed_with_one_schema(mixed: Path, scored: Path, venv: str) -> None:
+    """Batch files of a scored run and an unscored one, interleaved, loaded in one call: one schema, every row."""
+    plain, judged = (sorted(str(p) for p in run.glob("batch_*.jsonl")) for run in (mixed, scored))
+    interleaved = [f for pair in zip(judged, plain, strict=True) for f in pair]
+    files = {
+        "scored_first": judged + plain,
+        "interleaved": interleaved,
+        "all": interleaved + [str(scored / "trajectories.jsonl"), str(mixed / "discarded.jsonl")],
+    }
+    out = json.loads(run_consumer(venv, LOAD, json.dumps(files), str(scored / FEATURES_FILE)).stdout.splitlines()[-1])
+    written = json.loads((scored / FEATURES_FILE).read_text())
+    assert written == json.loads((mixed / FEATURES_FILE).read_text())  # scoring does not change the schema
+    for name, got in out["sets"].items():
+        assert got["features"] == written, name
+    assert out["sets"]["interleaved"]["rows"] == 2 * 11 and out["with_features"]["rows"] == 2 * 11 + 11 + 1
+    rewards = [e["reward"] for e in read_jsonl(scored / "trajectories.jsonl")]
+    verdicts = [(s["name"], s["passed"], bool(s["error"])) for e in read_jsonl(scored / "trajectories.jsonl")
+                for s in e["scores"]]  # fmt: skip
+    assert sorted(rewards) == [0.0] * 9 + [1.0] * 2
+    assert verdicts.count(("answer", True, False)) == 2 and verdicts.count(("answer", False, False)) == 1
+    assert verdicts.count(("answer", False, True)) == 8  # no target: a failed score, every key still there
+
+
+@pytest.mark.parametrize("venv", ["datasets4", "datasets5"])
 def test_datasets_loads_a_trajectories_file_over_10_mb_with_late_sparse_values(big: Path, venv: str) -> None:
     out = load_everywhere(big, venv)
     written = json.loads((big / FEATURES_FILE).read_text())
@@ -266,7 +309,9 @@ print(json.dumps(out))
 """
 
 
-def test_trl_renders_each_tool_call_once(mixed: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("run", ["mixed", "scored"])
+def test_trl_renders_each_tool_call_once(run: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    mixed = request.getfixturevalue(run)
     path, _ = export(mixed, "openai", tmp_path / "oa")
     args = {
         "sharegpt": sorted(str(p) for p in mixed.glob("batch_*.jsonl")),
@@ -400,7 +445,9 @@ def dataset_info_entry() -> dict:
     return json.loads(block)
 
 
-def test_llamafactory_converter_keeps_every_row(mixed: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("run", ["mixed", "scored"])
+def test_llamafactory_converter_keeps_every_row(run: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    mixed = request.getfixturevalue(run)
     info = dataset_info_entry()
     (name,) = info
     assert set(info[name]["tags"]) == {

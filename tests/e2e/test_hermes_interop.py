@@ -80,10 +80,11 @@ def test_tool_names_are_hermes_0_19_names(tmp_path):
     assert {t for t, ok in facts["toolsets"].items() if not ok} == {"moa"}
 
 
-def test_our_run_dir_survives_hermes_resume_and_merge(make_cfg, tmp_path, run_dir, server):
+@pytest.mark.parametrize("scorer", [[], ["+scorer@scorers.answer=match"]], ids=["unscored", "scored"])
+def test_our_run_dir_survives_hermes_resume_and_merge(make_cfg, tmp_path, run_dir, server, scorer):
     rows = [
         {"prompt": "List the files."},  # scripted default: a terminal call, then an answer
-        {"prompt": script({"content": "Four.", "reasoning": "2+2"}, text="What is 2+2?")},  # chat only
+        {"prompt": script({"content": "Four.", "reasoning": "2+2"}, text="What is 2+2?"), "target": "Four"},
         {"prompt": script({"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}],
                            "reasoning": "write"}, {"content": "Done.", "reasoning": "ok"}, text="Write a.txt")},
         {"prompt": script(*[{"tool_calls": [{"name": "terminal", "arguments": {"command": "true"}}],
@@ -91,9 +92,10 @@ def test_our_run_dir_survives_hermes_resume_and_merge(make_cfg, tmp_path, run_di
         {"prompt": script({"content": "no reasoning here"}, text="Discard me")},  # discarded: never in batches
     ]  # fmt: skip
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
-    code, stats = run_inprocess(make_cfg("distribution=terminal_only", "max_turns=2", dataset=ds), run_dir)
+    code, stats = run_inprocess(make_cfg("distribution=terminal_only", "max_turns=2", *scorer, dataset=ds), run_dir)
     assert code == 0 and stats["prompts"]["ok"] == 4 and stats["prompts"]["discarded"] == 1
     ours = read_jsonl(run_dir / "trajectories.jsonl")
+    assert sorted(e["reward"] for e in ours) == [0.0, 0.0, 0.0, 1.0 if scorer else 0.0]
     assert {n for e in ours for n, s in e["tool_stats"].items() if s["count"]} == {"terminal", "write_file"}
 
     home = tmp_path / "home"

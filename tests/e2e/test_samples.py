@@ -28,11 +28,13 @@ def rows_of(n: int) -> list[dict]:
     return [{"prompt": f"row {i}"} for i in range(n)]
 
 
-def test_each_row_runs_k_times_each_sample_with_its_own_identity(make_cfg, tmp_path, run_dir, server):
+def test_each_row_runs_k_times_each_sample_with_its_own_identity(make_cfg, tmp_path, run_dir, server, capsys):
     ds = write_jsonl(tmp_path / "d.jsonl", rows_of(3))
     code, stats = run_inprocess(make_cfg("samples_per_prompt=3", dataset=ds), run_dir)
     assert code == 0 and stats["prompts"]["total"] == 9 and stats["prompts"]["ok"] == 9
     assert stats["samples_per_prompt"] == 3
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "9 prompts in scope (3 rows x 3 samples), 0 already done, 9 to run" in printed
     entries = read_jsonl(run_dir / "trajectories.jsonl")
     # Dataset order, each row's samples in order.
     assert [(e["prompt_index"], e["metadata"]["sample_index"]) for e in entries] == [

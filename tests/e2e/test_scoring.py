@@ -206,6 +206,15 @@ def test_rescoring_a_finished_run_calls_no_agent_model_and_is_resumable(make_cfg
     assert [e["reward"] for e in read_jsonl(run_dir / "trajectories.jsonl")] == [1.0, 0.0]
 
 
+def test_rescoring_reads_the_target_from_the_column_the_run_mapped(make_cfg, tmp_path, run_dir):
+    rows = [{"prompt": answer("The answer is 42."), "expected": 42}, {"prompt": answer("No idea."), "expected": 42}]
+    ds = write_jsonl(tmp_path / "d.jsonl", rows)
+    assert run_inprocess(make_cfg("dataset.fields.target=expected", dataset=ds), run_dir)[0] == 0
+    assert rescore.rescore(run_dir, ["+scorer@scorers.answer=match"])["errors"] == 0
+    entries = read_jsonl(run_dir / "trajectories.jsonl")
+    assert [e["reward"] for e in entries] == [1.0, 0.0]  # the number 42 read as the text "42", as in a run
+
+
 def test_rescoring_refuses_verify_and_bad_overrides(make_cfg, tmp_path, run_dir):
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": answer("x")}])
     assert run_inprocess(make_cfg(dataset=ds), run_dir)[0] == 0

@@ -50,7 +50,10 @@ def test_check_names_what_is_missing_and_how_to_install_it(tmp_path):
     assert "with your package manager, the equivalents of the Debian packages chromium chromium-driver" in err
     assert "scripts/ci_docker_setup.sh (Debian: installs docker.io, starts dockerd" in err
     assert "HERMES_SKIP_DOCKER=1 skips the tests that need it instead" in err
-    assert "the tests that need bwrap, browser, docker will fail until then" in err
+    assert "MISSING podman: rootful and rootless (hermes-podman) Podman services" in err
+    assert "the podman command is not on PATH" in err and "scripts/ci_podman_setup.sh (Debian" in err
+    assert "HERMES_SKIP_PODMAN=1 skips the tests that need it instead" in err
+    assert "the tests that need bwrap, browser, docker, podman will fail until then" in err
 
 
 def test_with_apt_the_hint_is_the_command_to_run(tmp_path):
@@ -88,7 +91,7 @@ def test_setup_script_without_apt_says_what_to_install_and_lets_the_tests_fail(t
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "installing" not in res.stdout + res.stderr
-    for name in ("bwrap", "browser", "docker"):
+    for name in ("bwrap", "browser", "docker", "podman"):
         assert f"[setup] MISSING {name}:" in res.stderr
 
 
@@ -105,6 +108,11 @@ def test_setup_script_without_apt_says_what_to_install_and_lets_the_tests_fail(t
             "tests/e2e/test_docker_sandbox.py::test_network_is_off_by_default",
             "HERMES_SKIP_DOCKER",
             "docker command is not",
+        ),
+        (
+            "tests/e2e/test_podman_sandbox.py::test_per_row_image_and_cwd[rootful]",
+            "HERMES_SKIP_PODMAN",
+            "podman command is not",
         ),
     ],
 )

@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from hermes_runner.cli import execute_run
+from hermes_runner.cli import run_and_print
 from hermes_runner.config import RunConfig, register_configs
 from hermes_runner.testing.scripted_server import ScriptedServer
 
@@ -53,7 +53,7 @@ def compose_cfg(overrides: list[str]) -> RunConfig:
 
 
 def run_inprocess(cfg: RunConfig, run_dir: Path) -> tuple[int, dict | None]:
-    return execute_run(cfg, run_dir)
+    return run_and_print(cfg, run_dir)
 
 
 def read_jsonl(path: Path) -> list[dict]:

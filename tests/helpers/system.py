@@ -4,7 +4,7 @@ Standard library only: scripts/setup_system.sh runs it with the system's python3
 
     python3 tests/helpers/system.py check     print what is missing and how to install it; exit 1 if anything is
     python3 tests/helpers/system.py apt       the Debian packages that would install what is missing (one line)
-    python3 tests/helpers/system.py ready NAME   exit 0 if requirement NAME (bwrap, browser, docker) is met
+    python3 tests/helpers/system.py ready NAME   exit 0 if requirement NAME (bwrap, browser, docker, podman) is met
 
 A requirement whose opt-out variable is set (HERMES_SKIP_DOCKER=1, ...) is neither installed nor
 checked: the tests that need it skip, with the reason. Otherwise they fail with the message below.
@@ -13,6 +13,7 @@ checked: the tests that need it skip, with the reason. Otherwise they fail with 
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -23,12 +24,25 @@ CHROMIUM = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 FONTS = ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/TTF/DejaVuSans.ttf")
 DOCKER_IMAGES = ("local/busybox:ci", "local/bookworm:ci")  # built by scripts/ci_docker_setup.sh
 DOCKER_SETUP = "scripts/ci_docker_setup.sh"
+PODMAN_SETUP = "scripts/ci_podman_setup.sh"
+PODMAN_USER = "hermes-podman"  # the rootless Podman's user, made by PODMAN_SETUP
+PODMAN_ROOTFUL = "/run/podman/podman.sock"
+
+
+def podman_sockets() -> dict[str, str]:
+    """The API socket PODMAN_SETUP starts, by mode (rootful, rootless)."""
+    try:
+        uid = pwd.getpwnam(PODMAN_USER).pw_uid
+    except KeyError:
+        uid = -1  # no such user yet: a path that does not exist
+    return {"rootful": PODMAN_ROOTFUL, "rootless": f"/run/user/{uid}/podman/podman.sock"}
 
 
 @dataclass(frozen=True)
 class Missing:
     what: str  # what is wrong, in a few words
-    apt: tuple[str, ...] = ()  # the Debian packages that fix it (empty: DOCKER_SETUP does)
+    apt: tuple[str, ...] = ()  # the Debian packages that fix it (empty: `script` does)
+    script: str = DOCKER_SETUP  # the set-up script that fixes it when no package does
 
 
 @dataclass(frozen=True)
@@ -80,11 +94,26 @@ def _docker() -> list[Missing]:
     return [Missing(f"the test image {img} is not built") for img in DOCKER_IMAGES if img not in have]
 
 
-CHECKS = {"bwrap": _bwrap, "browser": _browser, "docker": _docker}
+def _podman() -> list[Missing]:
+    if not shutil.which("podman"):
+        return [Missing("the podman command is not on PATH", script=PODMAN_SETUP)]
+    out = []
+    for mode, sock in podman_sockets().items():
+        url = f"unix://{sock}"
+        if not all((r := _run("podman", "--remote", "--url", url, "image", "exists", i)) and r.returncode == 0
+                   for i in DOCKER_IMAGES):  # fmt: skip
+            out.append(Missing(f"no {mode} Podman service with the test images at {sock}", script=PODMAN_SETUP))
+    return out
+
+
+CHECKS = {"bwrap": _bwrap, "browser": _browser, "docker": _docker, "podman": _podman}
 REQUIREMENTS = (
     Requirement("bwrap", "bubblewrap (confinement of the local sandbox)", "HERMES_SKIP_BWRAP"),
     Requirement("browser", "Chromium, chromedriver and a font (browser toolset, report tests)", "HERMES_SKIP_BROWSER"),
     Requirement("docker", f"a Docker engine with the test images {', '.join(DOCKER_IMAGES)}", "HERMES_SKIP_DOCKER"),
+    Requirement(
+        "podman", f"rootful and rootless ({PODMAN_USER}) Podman services with the test images", "HERMES_SKIP_PODMAN"
+    ),
 )
 BY_NAME = {r.name: r for r in REQUIREMENTS}
 
@@ -104,10 +133,16 @@ def how_to_install(missing: list[Missing]) -> str:
             steps.append(f"{sudo}apt-get install -y --no-install-recommends {pkgs}")
         else:
             steps.append(f"with your package manager, the equivalents of the Debian packages {pkgs}")
-    if any(not m.apt for m in missing):
+    scripts = {m.script for m in missing if not m.apt}
+    if DOCKER_SETUP in scripts:
         steps.append(
             f"{sudo}{DOCKER_SETUP} (Debian: installs docker.io, starts dockerd, builds {', '.join(DOCKER_IMAGES)}; "
             "with an engine of your own it only builds the images)"
+        )
+    if PODMAN_SETUP in scripts:
+        steps.append(
+            f"{sudo}{PODMAN_SETUP} (Debian, after {DOCKER_SETUP}: installs podman, starts its rootful service and "
+            f"a rootless one as the user {PODMAN_USER}, copies the test images from Docker)"
         )
     return " then ".join(steps)
 
