@@ -6,9 +6,9 @@
 What `make run` sends the embedded SmolLM2 server (model=smollm2, +experiment=quickstart): the agent's
 system prompt and the schemas of the terminal and file tools, a sample prompt, and after the forced tool call its result.
 Two sessions are in flight (num_workers=2), so their calls alternate: A1 B1 A2 B2 ... The server is started
-as the runner starts it (conf/model/gguf.yaml's command), once with llama-cpp-python's prompt cache
-(`--cache true`, the default now) and once without it. llama.cpp keeps the tokens of the last call in its
-KV cache, so the shared system prompt + tools prefix is reused either way; what the prompt cache adds is the
+as the runner starts it (conf/model/gguf.yaml's command), once as it is (no prompt cache) and once with
+llama-cpp-python's prompt cache (`--cache true`). llama.cpp keeps the tokens of the last call in its KV
+cache, so the shared system prompt + tools prefix is reused either way; what the prompt cache adds is the
 state of each session's previous call, so a session's own history is not evaluated again after the other
 session's call. Figures: prompt tokens sent (usage.prompt_tokens) and evaluated (the server's
 `llama_perf_context_print: prompt eval time` lines), seconds per prompt and the server's CPU seconds per prompt (less
