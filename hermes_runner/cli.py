@@ -154,6 +154,9 @@ def print_summary(console: Console, stats: dict, run_dir: Path, retry_failed: bo
         + (f", cost ${u['cost_usd']:.4f}" if u["cost_usd"] else "")
         + f". Run time {stats['duration_seconds']:.1f}s.",
     )
+    if (c := stats.get("cache") or {}).get("hits"):  # (a statistics.json of an older runner has none)
+        saved = f"{c['tokens_saved']:,} tokens" + (f", ${c['cost_saved_usd']:.4f}" if c["cost_saved_usd"] else "")
+        say(console, f"Response cache: {c['hits']:,} calls replayed, not paid again ({saved} saved).")
     say(console, f"Trajectories: [bold]{run_dir / TRAJECTORIES}[/] ({stats['trajectories']} entries)")
     say(console, f"Statistics:   {run_dir / STATISTICS}")
     # (seam: a scored run's results table is printed after this summary, by print_result)

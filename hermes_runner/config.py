@@ -166,6 +166,13 @@ class LocalSandboxOptions:
     cpus: float = 1.0  # CPU cores per prompt (0: none; needs cgroups)
 
 
+class DockerExecMode(StrEnum):
+    """How a Docker sandbox runs each tool call (docs/docker.md#how-tool-calls-reach-the-container)."""
+
+    shell = "shell"  # one long-lived shell per container (one exec at start) runs every call
+    exec = "exec"  # a `docker exec` per call (three engine round trips and a runc exec each)
+
+
 @dataclass
 class DockerSandboxOptions:
     """One container per prompt; every isolation default can be relaxed here."""
@@ -189,6 +196,7 @@ class DockerSandboxOptions:
     pull: bool = False  # pull images missing locally
     pool_size: int = 2  # containers started ahead per (image, working dir); each serves one prompt
     max_lifetime_s: int = 86_400  # a container left behind by a killed runner exits after this long
+    exec_mode: DockerExecMode = DockerExecMode.shell  # shell | exec: how each tool call reaches the container
 
 
 @dataclass
@@ -354,6 +362,27 @@ class LimitsConfig:
     prompt_max_tokens: int | None = None  # per-prompt token budget
     prompt_max_cost_usd: float | None = None  # per-prompt cost budget
     timeout_s: float | None = None  # per-prompt wall clock
+
+
+class CacheMode(str, Enum):
+    """What the response cache does (docs/caching.md)."""
+
+    readwrite = "readwrite"  # replay a stored reply, store every new one
+    read = "read"  # replay stored replies, store nothing new
+    write = "write"  # never replay: call the endpoint and store (refresh) every reply
+    off = "off"  # no cache at all
+
+
+@dataclass
+class CacheConfig:
+    """The response cache: paid model replies on disk, replayed by any run that makes the same call (docs/caching.md)."""
+
+    mode: CacheMode = CacheMode.readwrite  # readwrite | read | write | off (or the group: cache=read)
+    # where it lives, shared by every run (null: $HERMES_RUNNER_CACHE_DIR, else $XDG_CACHE_HOME/hermes-runner/responses,
+    # else ~/.cache/hermes-runner/responses)
+    dir: str | None = None
+    size_limit: int = 4 * 2**30  # bytes on disk; beyond it the least recently stored replies are evicted
+    expire: float | None = None  # seconds a stored reply is replayed (null: until evicted or cleared)
 
 
 class OutputLayout(str, Enum):
@@ -553,6 +582,7 @@ class RunConfig:
     # score record per scorer, and the primary scorer's value as `reward` (docs/scoring.md)
     scorers: dict[str, ScorerConfig] = field(default_factory=dict)
     retry: RetryConfig = field(default_factory=RetryConfig)  # in-run retries of failed prompts
+    cache: CacheConfig = field(default_factory=CacheConfig)  # replayed model replies (conf/cache/: cache=off ...)
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)  # how the rows are read and mapped
 
@@ -628,6 +658,8 @@ VALUE_RULES: tuple[tuple[str, str], ...] = (
     ("limits.prompt_max_tokens", _AT_LEAST_1),
     ("limits.prompt_max_cost_usd", _POSITIVE),
     ("limits.timeout_s", _POSITIVE),
+    ("cache.size_limit", _AT_LEAST_1),
+    ("cache.expire", _POSITIVE),
     ("model.timeout_s", _POSITIVE),
     ("model.max_retries", _NON_NEGATIVE),
     ("model.refused_retries", _NON_NEGATIVE),
@@ -839,3 +871,4 @@ def register_configs() -> None:
     cs.store(group="tools", name="tools_schema", node=ToolsConfig)
     cs.store(group="filters", name="filters_schema", node=FiltersConfig)
     cs.store(group="scorer", name="scorer_schema", node=ScorerConfig)
+    cs.store(group="cache", name="cache_schema", node=CacheConfig)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from hermes_runner.config import RunConfig
+from hermes_runner.model import cache
 from hermes_runner.testing.scripted_server import ScriptedServer
 
 from tests.helpers import system
@@ -20,8 +24,21 @@ from tests.helpers.run import base_overrides, compose_cfg
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A run a test starts without base_overrides (its cache on) keeps its replies in a dir of this session, never
+    # in the user's cache; subprocesses inherit it.
+    os.environ[cache.ENV_DIR] = tempfile.mkdtemp(prefix="hermes-test-cache-")
     for req in system.REQUIREMENTS:
         config.addinivalue_line("markers", f"{req.name}: needs {req.purpose} ({req.opt_out}=1 skips)")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ.pop(cache.ENV_DIR, ""), ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _own_response_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test's default cache dir is its own: no test is answered with another's scripted replies."""
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path_factory.mktemp("response-cache")))
 
 
 E2E = Path(__file__).parent / "e2e"

@@ -70,8 +70,10 @@ class SessionResult:
     api_calls: int = 0
     stop_reason: StopReason | str = ""  # "" until the conversation ends
     tool_calls: list[tuple[str, bool]] = field(default_factory=list)  # (tool name, ok) in call order
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage)  # what its calls cost (replies replayed from the cache: `saved`)
     retries: int = 0
+    cache_hits: int = 0  # calls answered by the response cache (model/cache.py): not in api_calls, nothing spent
+    saved: Usage = field(default_factory=Usage)  # the usage those replies had when they were paid
     model: str = ""  # the model that answered the last call, as its reply says ("" when replies do not say)
     duration_s: float = 0.0
     scores: list[dict] = field(default_factory=list)  # one record per scorer, the primary's first (score/)
@@ -113,6 +115,8 @@ class _Clock:
                 {"in": u.prompt_tokens, "out": u.completion_tokens, "retries": reply.retries,
                  "finish": reply.finish_reason or ""}
             )  # fmt: skip
+            if reply.cached:
+                call["cached"] = True
         else:
             call["error"] = type(error).__name__ if error else "cancelled"
         self.res.timeline.append(call)
@@ -126,10 +130,15 @@ class _Clock:
 
 
 def _count(res: SessionResult, reply: Completion) -> None:
-    """What one answered call adds to the session: the call, its retries and usage, the model that answered."""
-    res.api_calls += 1
-    res.retries += reply.retries
-    res.usage.add(reply.usage)
+    """What one answered call adds to the session: the call, its retries and usage, the model that answered
+    (a reply replayed from the cache: a hit and its saved usage)."""
+    if reply.cached:
+        res.cache_hits += 1
+        res.saved.add(reply.usage)
+    else:
+        res.api_calls += 1
+        res.retries += reply.retries
+        res.usage.add(reply.usage)
     res.model = reply.model or res.model
 
 
@@ -228,9 +237,12 @@ class Agent:
             res.history.pop()
 
     def _over_budget(self, res: SessionResult) -> StopReason | None:
-        if self.s.max_tokens is not None and res.usage.total_tokens >= self.s.max_tokens:
+        """The prompt's own limits, over its whole conversation (replayed replies too: a replay stops where the
+        paid run stopped)."""
+        tokens, cost = res.usage.total_tokens + res.saved.total_tokens, res.usage.cost_usd + res.saved.cost_usd
+        if self.s.max_tokens is not None and tokens >= self.s.max_tokens:
             return StopReason.token_limit
-        if self.s.max_cost_usd is not None and res.usage.cost_usd >= self.s.max_cost_usd:
+        if self.s.max_cost_usd is not None and cost >= self.s.max_cost_usd:
             return StopReason.cost_limit
         return None
 

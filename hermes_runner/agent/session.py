@@ -25,6 +25,7 @@ from hermes_runner.errors import (
     ToolModelError,
 )
 from hermes_runner.model.base import ChatModel
+from hermes_runner.model.cache import CALL_SCOPE, CallScope
 from hermes_runner.sandbox.base import Sandbox, SandboxBackend
 from hermes_runner.scorers import Job, Scorers, reward_of, row_of
 from hermes_runner.tools import distributions
@@ -44,6 +45,8 @@ class Failure:
     usage: Usage = field(default_factory=Usage)
     api_calls: int = 0
     retries: int = 0
+    cache_hits: int = 0  # calls the response cache answered (SessionResult.cache_hits)
+    saved: Usage = field(default_factory=Usage)
     duration_s: float = 0.0
     timeline: list[dict] = field(default_factory=list)  # the calls made before it failed (SessionResult.timeline)
     error_class: ErrorClass | None = None  # what kind of failure, for retry.on (None: never retried in-run)
@@ -114,6 +117,8 @@ class SessionRunner:
             outcome.usage.add(f.usage)
             outcome.api_calls += f.api_calls
             outcome.retries += f.retries
+            outcome.cache_hits += f.cache_hits
+            outcome.saved.add(f.saved)
         return outcome
 
     async def _attempt(self, prompt: Prompt, earlier: list[Failure]) -> Outcome:
@@ -124,6 +129,7 @@ class SessionRunner:
 
     async def _once(self, prompt: Prompt) -> Outcome:
         started = time.monotonic()
+        CALL_SCOPE.set(CallScope(prompt.sample))  # this attempt's calls: their sample index, identical ones counted
         toolsets = distributions.sample(self.cfg.distribution, self.cfg.seed, prompt.key, self.unavailable_toolsets)
         res = SessionResult(prompt, tools_for(toolsets), toolsets)
         try:
@@ -185,6 +191,8 @@ class SessionRunner:
             usage=res.usage,
             api_calls=res.api_calls,
             retries=res.retries,
+            cache_hits=res.cache_hits,
+            saved=res.saved,
             duration_s=time.monotonic() - started,
             timeline=res.timeline,
             error_class=error_class(err),

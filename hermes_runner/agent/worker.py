@@ -15,6 +15,7 @@ from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import SessionRunner
 from hermes_runner.config import RunConfig
 from hermes_runner.model.base import CallHook
+from hermes_runner.model.cache import CachedModel, endpoint_identity, open_cache
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.sandbox import make_backend
 from hermes_runner.scorers import open_scorers
@@ -62,6 +63,9 @@ async def session_runner(
             hooks=hooks,
         )
         stack.push_async_callback(model.aclose)
+        if (cache := open_cache(cfg.cache)) is not None:  # in front of the meters: a hit is no call
+            stack.callback(cache.close)
+            model = CachedModel(model, cache, endpoint_identity(cfg.model), cfg.seed)
         dropped = spec.toolsets_dropped
         services = tool_services.ToolServices(
             cfg, set(tool_services.drawable(cfg)) - set(dropped), spec.base_url, hooks=tool_hooks

@@ -16,6 +16,7 @@ class Completion:
     usage: Usage
     retries: int = 0
     model: str = ""  # the model the reply says answered (a router may pick another than the one asked for)
+    cached: bool = False  # replayed from the response cache (model/cache.py): no call was made, nothing spent
 
 
 class ChatModel(Protocol):

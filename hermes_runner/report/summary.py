@@ -59,6 +59,9 @@ def summary(job: Job) -> dict:
         "prompt_seconds": s.prompt_seconds,
         "api_calls": s.api_calls,
         "retries": s.retries,
+        "cache_hits": s.cache_hits,  # calls the response cache answered: not in api_calls, tokens or cost
+        "tokens_saved": s.saved.total_tokens,
+        "cost_saved_usd": float(s.saved.cost_usd),
         # (an invocation is recorded as it starts; one of an older runner only at its end)
         "invocations": len(run.invocations) + (1 if run.live and all(i.get("ended") for i in run.invocations) else 0),
         "tool_calls": calls,

@@ -355,7 +355,7 @@ class Run:
             self.store.close_batch(batch)
         if self.progress:
             in_flight = self.executor.in_flight if self.executor else 0
-            self.progress.advance(status, outcome.usage, in_flight, outcome.retries)
+            self.progress.advance(status, outcome.usage, in_flight, outcome.retries, outcome.cache_hits, outcome.saved)
 
     def _record_attempts(self, outcome: Outcome, batch: int) -> None:
         """The failed in-run attempts before the outcome: each in failures.jsonl (retry.max_attempts)."""

@@ -160,6 +160,12 @@ def write_statistics(
             "unanswered": calls.unanswered,
             "of_unrecorded_prompts": calls.unrecorded_api_calls,
         },
+        "cache": {  # replies replayed from the response cache (docs/caching.md): no call made, nothing spent
+            "mode": cfg.cache.mode.value,
+            "hits": s.cache_hits,
+            "tokens_saved": s.saved.total_tokens,
+            "cost_saved_usd": round(s.saved.cost_usd, 6),
+        },
         "prompt_seconds": round(s.prompt_seconds, 3),
         "invocations": invocations,
         "stopped_by_budget": stopped_by_budget,

@@ -1,7 +1,7 @@
 """Run progress: a two-row live display on a terminal, plain periodic lines in logs.
 
 Row 1 is the bar, M/N, elapsed and ETA (they always fit: the run name gives way first); row 2 is the
-counts, tokens, cost, retries and throttling (its tail is cut at the terminal's width). When stderr is not
+counts, tokens, cost, response-cache hits and what they saved, retries and throttling (its tail is cut at the terminal's width). When stderr is not
 a terminal (nohup, SLURM `.out`, a file) a plain line is logged every `interval_s` seconds or every
 `every_percent` of the prompts, whichever comes first; the same lines go to `run.log` on a terminal too.
 """
@@ -78,6 +78,8 @@ class RunProgress:
         self.in_flight = 0
         self.outcome_retries = 0  # retries the finished prompts reported
         self.usage = Usage()
+        self.cache_hits = 0  # calls of the finished prompts the response cache answered
+        self.saved = Usage()  # their usage
         self._last_line = self.started
         self._last_done = 0
         self._last_events = (0, 0, 0)  # retries, 429s, concurrency at the last event summary
@@ -112,6 +114,9 @@ class RunProgress:
         if self.usage.cost_usd:
             projected = self.usage.cost_usd / self.done * self.total if self.done else 0.0
             text += f" ${self.usage.cost_usd:.4f} (projected ${projected:.4f})"
+        if self.cache_hits:
+            text += f" | cache {self.cache_hits:,} hits, {self.saved.total_tokens:,} tok"
+            text += f" ${self.saved.cost_usd:.4f} saved" if self.saved.cost_usd else " saved"
         extra = self.endpoint().describe()
         return text + (f" | {extra}" if extra else "")
 
@@ -155,7 +160,15 @@ class RunProgress:
         t = self.throttle()
         return replace(t, retries=self.outcome_retries) if t.retries < self.outcome_retries else t
 
-    def advance(self, status: str, usage: Usage, in_flight: int, retries: int = 0) -> None:
+    def advance(
+        self,
+        status: str,
+        usage: Usage,
+        in_flight: int,
+        retries: int = 0,
+        cache_hits: int = 0,
+        saved: Usage | None = None,
+    ) -> None:
         if status == "ok":
             self.ok += 1
         elif status == "discarded":
@@ -163,6 +176,9 @@ class RunProgress:
         else:
             self.failed += 1
         self.usage.add(usage)
+        self.cache_hits += cache_hits
+        if saved is not None:
+            self.saved.add(saved)
         self.outcome_retries += retries
         self.in_flight = in_flight
         self._progress.update(self._task, advance=1)

@@ -26,6 +26,8 @@ def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int
         "toolsets": res.toolsets,
         "usage": res.usage.as_dict(),
     }
+    if res.cache_hits:  # calls the response cache answered: not in api_calls or usage (nothing was spent)
+        rec.update(cache_hits=res.cache_hits, saved=res.saved.as_dict())
     if res.earlier_failures:
         rec["attempts"] = len(res.earlier_failures) + 1  # in-run attempts (retry.max_attempts)
     return rec

@@ -138,6 +138,8 @@ class RunStats:
     usage: Usage = field(default_factory=Usage)  # every call, failed prompts included
     api_calls: int = 0
     retries: int = 0
+    cache_hits: int = 0  # calls the response cache answered (not in api_calls)
+    saved: Usage = field(default_factory=Usage)  # their usage: what they would have cost
     prompt_seconds: float = 0.0
     batches: dict[int, Counter] = field(default_factory=dict)
     # Prompts finished earlier that are not in the current dataset (rows edited or removed): status -> count.
@@ -165,6 +167,9 @@ class RunStats:
                     setattr(total, name, getattr(total, name) + value)
         self.api_calls += rec.get("api_calls", 0)
         self.retries += rec.get("retries", 0)
+        if hits := rec.get("cache_hits"):
+            self.cache_hits += hits
+            self.saved.add(Usage.from_dict(rec.get("saved")))
         self.prompt_seconds += rec.get("duration_s", 0.0)
 
     def _outcome(self, rec: dict, n: int) -> None:

@@ -29,13 +29,14 @@ from docker.errors import DockerException, NotFound
 from docker.models.images import Image
 from docker.types import Mount
 
-from hermes_runner.config import SandboxConfig
+from hermes_runner.config import DockerExecMode, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError
 from hermes_runner.sandbox import docker_exec, docker_orphans, docker_watchdog
 from hermes_runner.sandbox.base import ExecResult, OutputCap
 from hermes_runner.sandbox.docker_images import DirInfo, Probe, choose_user, find_image, probe
 from hermes_runner.sandbox.docker_pool import WarmPool
+from hermes_runner.sandbox.docker_shell import DIED, Shell, ShellDied, usable_path
 
 log = logging.getLogger(__name__)
 
@@ -56,31 +57,72 @@ class Spec:
 
 
 class DockerSandbox:
-    """One prompt's container."""
+    """One prompt's container; in `exec_mode: shell` its calls go through a long-lived shell."""
 
     def __init__(self, backend: DockerBackend, cid: str, workdir: str):
         self._b = backend
         self.id = cid
         self.cwd = workdir
         self._closed = False
+        self._shell: asyncio.Future[Shell] | None = None
+        if backend.opts.exec_mode is DockerExecMode.shell:
+            self._shell = backend.call(Shell, backend.api, cid, io=True)  # ahead of the first call
 
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.cwd, path))
 
+    async def _take_shell(self, path: str) -> Shell | None:
+        """The shell, locked for one call; None: use a per-call exec (exec mode, busy, or no shell)."""
+        if self._shell is None or self._closed or not usable_path(path):
+            return None
+        if self._shell.done() and (self._shell.exception() is not None or self._shell.result().dead):
+            self._shell = self._b.call(Shell, self._b.api, self.id, io=True)  # it ended: a new one
+        try:
+            shell = await asyncio.shield(self._shell)
+        except (DockerException, ShellDied, OSError, ValueError) as exc:
+            log.debug("container %s: no shell (%s), per-call exec", self.id[:12], exc)
+            return None
+        if shell.dead or not shell.lock.acquire(blocking=False):
+            return None
+        return shell
+
+    def _via_shell(self, shell: Shell, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """Start `fn(*args)` on the locked shell in a thread; the lock is released when it ends."""
+
+        def go() -> Any:
+            try:
+                return fn(*args)
+            finally:
+                shell.lock.release()
+
+        return self._b.call(go, io=True)
+
     async def run(self, command: str, timeout: float, workdir: str | None = None) -> ExecResult:
-        wd = self._path(workdir) if workdir else self.cwd
+        return await self._run(command, timeout, self._path(workdir) if workdir else self.cwd, True)
+
+    async def _run(self, command: str, timeout: float, wd: str, use_shell: bool) -> ExecResult:
         cap = OutputCap(self._b.max_output)
         pids: list[int] = []
         api = self._b.api
-        fut = self._b.call(docker_exec.run_command, api, self.id, command, wd, {}, cap, pids.append, io=True)
+        shell = await self._take_shell(wd) if use_shell else None
+        if shell is None:
+            fut = self._b.call(docker_exec.run_command, api, self.id, command, wd, {}, cap, pids.append, io=True)
+        else:
+            fut = self._via_shell(shell, shell.run, command, wd, cap, pids.append)
         try:
             code = await asyncio.wait_for(asyncio.shield(fut), timeout)
             return ExecResult(code, cap.text())
         except TimeoutError:
             pass
+        except ShellDied as exc:
+            if not exc.started:  # the command never ran: run it once through an exec
+                return await self._run(command, timeout, wd, False)
+            code = await self._b.call(shell.exit_code)
+            return ExecResult(code, cap.text() + DIED.format(code=code))
         except DockerException as exc:
             raise self._b.gone(self.id, exc) from exc
         except asyncio.CancelledError:  # the prompt ends (Ctrl-C, its time limit): the command goes too
+            fut.add_done_callback(_quiet)
             if pids:
                 self._b.spawn(docker_exec.kill_tree, api, self.id, pids[0])
             raise
@@ -88,32 +130,54 @@ class DockerSandbox:
         if pids:
             with contextlib.suppress(DockerException):
                 await self._b.call(docker_exec.kill_tree, api, self.id, pids[0])
-        with contextlib.suppress(TimeoutError, DockerException):
+        with contextlib.suppress(TimeoutError, DockerException, ShellDied):
             await asyncio.wait_for(asyncio.shield(fut), KILL_GRACE_S)
+        if shell is not None and not fut.done():  # the shell did not come back: replace it
+            fut.add_done_callback(_quiet)
+            shell.close()
         return ExecResult(124, cap.text(), timed_out=True)
 
-    async def read_file(self, path: str) -> bytes:
+    async def _file_op(self, path: str, shell_op: str, exec_op: Callable[..., Any], *args: Any) -> Any:
+        """A file op through the shell (again through an exec if the shell ended) or an exec."""
+        shell = await self._take_shell(path)
         try:
-            return await self._b.call(
-                docker_exec.read_file, self._b.api, self.id, self._path(path), MAX_READ_BYTES, io=True
-            )
+            if shell is not None:
+                try:
+                    # shielded: a cancelled caller leaves the thread to finish the call, so the shell stays in step
+                    return await asyncio.shield(self._via_shell(shell, getattr(shell, shell_op), path, *args))
+                except ShellDied:
+                    pass  # reads and writes can be repeated
+            return await self._b.call(exec_op, self._b.api, self.id, path, *args, io=True)
         except DockerException as exc:
             raise self._b.gone(self.id, exc) from exc
 
+    async def read_file(self, path: str) -> bytes:
+        return await self._file_op(self._path(path), "read_file", docker_exec.read_file, MAX_READ_BYTES)
+
     async def write_file(self, path: str, data: bytes) -> None:
-        try:
-            await self._b.call(docker_exec.write_file, self._b.api, self.id, self._path(path), data, io=True)
-        except DockerException as exc:
-            raise self._b.gone(self.id, exc) from exc
+        await self._file_op(self._path(path), "write_file", docker_exec.write_file, data)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._shell is not None:
+            self._shell.add_done_callback(_close_shell)
         if self._b.keep:
             log.info("sandbox.keep: container %s left running", self.id[:12])
             return
         await self._b.release(self.id)
+
+
+def _quiet(fut: asyncio.Future) -> None:
+    """Retrieve the outcome of a call nobody awaits any more."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _close_shell(fut: asyncio.Future) -> None:
+    if not fut.cancelled() and fut.exception() is None:
+        fut.result().close()
 
 
 class DockerBackend:

@@ -20,13 +20,17 @@ from hermes_runner.sandbox.base import READ_SCRIPT, WRITE_SCRIPT, OutputCap, che
 # output line is the shell's pid (or "!nodir"), so a timeout can kill exactly this command's process
 # tree; stderr joins stdout in order. Run by bash when the image has it, else by sh. stdin is always read to
 # its end (Podman loses the output of a process that exits with its stdin unread).
-RUN_SCRIPT = """cd -- "$1" 2>/dev/null || { echo '!nodir'; cat >/dev/null; exit 1; }
+_RUN_START = """cd -- "$1" 2>/dev/null || { echo '!nodir'; cat >/dev/null; exit 1; }
 echo "$$"
-__hr_cmd=$(cat)
-exec 2>&1 </dev/null
+"""
+_RUN_END = """exec 2>&1 </dev/null
 set --
 eval "unset __hr_cmd; $__hr_cmd"
 """
+RUN_SCRIPT = _RUN_START + "__hr_cmd=$(cat)\n" + _RUN_END
+# The same with the command already in the environment variable __hr_cmd (the long-lived shell's
+# short commands: no process to read stdin); the eval unsets it before the command runs.
+RUN_ENV_SCRIPT = _RUN_START + _RUN_END
 PICK_SHELL = 's=$1; shift; [ -x /bin/bash ] && exec /bin/bash -c "$s" hermes-runner "$@"; exec /bin/sh -c "$s" hermes-runner "$@"'
 
 # $1 = pid: stop the tree top-down (a stopped process cannot fork), then kill it.
@@ -47,8 +51,42 @@ NOT_STARTED = (
 )
 
 
-def _sh(script: str, *args: str) -> list[str]:
+def sh_argv(script: str, *args: str) -> list[str]:
     return ["/bin/sh", "-c", script, "hermes-runner", *args]
+
+
+class CommandOutput:
+    """A command's output stream: the first line is RUN_SCRIPT's pid (or "!nodir"), the rest goes to `cap`."""
+
+    def __init__(self, cap: OutputCap, on_pid: Callable[[int], None], workdir: str):
+        self.cap = cap
+        self.on_pid = on_pid
+        self.workdir = workdir
+        self.first = bytearray()
+        self.seen_first = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self.seen_first:
+            self.cap.feed(chunk)
+            return
+        self.first += chunk
+        nl = self.first.find(b"\n")
+        if nl < 0:
+            return
+        self.seen_first = True
+        line = bytes(self.first[:nl])
+        if line == NO_DIR:
+            raise ToolError(f"workdir does not exist: {self.workdir}")
+        if line.isdigit():
+            self.on_pid(int(line))
+        self.cap.feed(bytes(self.first[nl + 1 :]))
+
+    def finish(self, code: int | None) -> int:
+        """The command's exit code; when the shell never ran, what it printed (or why it could not start)."""
+        code = 1 if code is None else int(code)
+        if not self.seen_first:
+            self.cap.feed(bytes(self.first) or NOT_STARTED.format(code=code).encode())
+        return code
 
 
 def run_command(
@@ -61,11 +99,10 @@ def run_command(
     on_pid: Callable[[int], None],
 ) -> int:
     """Run `command` (sent on stdin) in `workdir`, feeding its output to `cap`; return its exit code."""
-    eid = api.exec_create(cid, _sh(PICK_SHELL, RUN_SCRIPT, workdir), environment=env, stdin=True)["Id"]
+    eid = api.exec_create(cid, sh_argv(PICK_SHELL, RUN_SCRIPT, workdir), environment=env, stdin=True)["Id"]
     sock = api.exec_start(eid, socket=True)
     raw = getattr(sock, "_sock", sock)
-    first = bytearray()
-    seen_first = False
+    out = CommandOutput(cap, on_pid, workdir)
     try:
         try:
             raw.sendall(command.encode(errors="surrogateescape"))
@@ -73,37 +110,20 @@ def run_command(
         except OSError:
             pass  # the shell exited first (no workdir); its output says why
         for _, chunk in frames_iter(sock, False):
-            if seen_first:
-                cap.feed(chunk)
-                continue
-            first += chunk
-            nl = first.find(b"\n")
-            if nl < 0:
-                continue
-            seen_first = True
-            line = bytes(first[:nl])
-            if line == NO_DIR:
-                raise ToolError(f"workdir does not exist: {workdir}")
-            if line.isdigit():
-                on_pid(int(line))
-            cap.feed(bytes(first[nl + 1 :]))
+            out.feed(chunk)
     finally:
         sock.close()
-    code = api.exec_inspect(eid)["ExitCode"]
-    code = 1 if code is None else int(code)
-    if not seen_first:  # the shell never ran
-        cap.feed(bytes(first) or NOT_STARTED.format(code=code).encode())
-    return code
+    return out.finish(api.exec_inspect(eid)["ExitCode"])
 
 
 def kill_tree(api: APIClient, cid: str, pid: int) -> None:
     """Kill a process and all its descendants inside the container."""
-    eid = api.exec_create(cid, _sh(KILL_SCRIPT, str(pid)))["Id"]
+    eid = api.exec_create(cid, sh_argv(KILL_SCRIPT, str(pid)))["Id"]
     api.exec_start(eid)
 
 
 def read_file(api: APIClient, cid: str, path: str, max_bytes: int) -> bytes:
-    eid = api.exec_create(cid, _sh(READ_SCRIPT, path, str(max_bytes + 1)))["Id"]
+    eid = api.exec_create(cid, sh_argv(READ_SCRIPT, path, str(max_bytes + 1)))["Id"]
     stream = api.exec_start(eid, stream=True, demux=True)
     out = bytearray()
     err = bytearray()
@@ -120,7 +140,7 @@ def read_file(api: APIClient, cid: str, path: str, max_bytes: int) -> bytes:
 
 
 def write_file(api: APIClient, cid: str, path: str, data: bytes) -> None:
-    eid = api.exec_create(cid, _sh(WRITE_SCRIPT, path), stdin=True)["Id"]
+    eid = api.exec_create(cid, sh_argv(WRITE_SCRIPT, path), stdin=True)["Id"]
     sock = api.exec_start(eid, socket=True)
     raw = getattr(sock, "_sock", sock)
     err = bytearray()

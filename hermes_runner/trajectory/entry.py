@@ -76,6 +76,10 @@ class Conversation(Protocol):
     def tool_calls(self) -> Sequence[tuple[str, bool]]: ...  # (tool name, ok) in call order
     @property
     def usage(self) -> Usage: ...
+    @property
+    def cache_hits(self) -> int: ...  # calls the response cache answered (not in api_calls)
+    @property
+    def saved(self) -> Usage: ...  # their usage
 
 
 def conversations(
@@ -150,7 +154,9 @@ def entry(
     with name "" and error "not scored"), `reward` the primary's value (0.0 unscored)."""
     p = result.prompt
     stats, errors = tool_stats(result, tool_names)
-    usage = {k: (float(v) if k == "cost_usd" else int(v)) for k, v in result.usage.as_dict().items()}
+    spent = Usage.from_dict(result.usage.as_dict())
+    spent.add(result.saved)  # the conversation's calls, paid now or replayed from the cache: the same entry either way
+    usage = {k: (float(v) if k == "cost_usd" else int(v)) for k, v in spent.as_dict().items()}
     return {
         "prompt_index": int(p.index),
         "conversations": conversations(result, system_prompt, layout),
@@ -168,7 +174,7 @@ def entry(
         "partial": bool(result.partial),
         "stop_reason": str(result.stop_reason),
         "discard_reason": str(discard_reason),
-        "api_calls": int(result.api_calls),
+        "api_calls": int(result.api_calls + result.cache_hits),
         "toolsets_used": [str(t) for t in result.toolsets],
         "tool_stats": stats,
         "tool_error_counts": errors,

@@ -54,3 +54,27 @@ def kill_until_done(args: list[str], log: Path, rng: random.Random, max_kills: i
 
 def terminal_records(run_dir: Path) -> Counter:
     return Counter(r["key"] for r in read_jsonl(run_dir / "ledger.jsonl") if r["status"] in ("ok", "discarded"))
+
+
+def kill_mid_calls(
+    args: list[str], log: Path, server, rng: random.Random, kills: int, calls: tuple[int, int]
+) -> tuple[int, int]:
+    """Like `kill_until_done`, but each SIGKILL lands after the run made a random number (in `calls`) of model
+    calls, so it always hits prompts in flight, whatever the CLI's start-up time; return the kills that landed
+    and the model calls the server was still answering at those kills."""
+    landed = in_flight = 0
+    for _ in range(kills + 1):
+        proc, seen = start(args, log), len(server.requests)
+        if landed < kills:
+            target = seen + rng.randint(*calls)
+            while proc.poll() is None and len(server.requests) < target:
+                time.sleep(0.01)
+            if proc.poll() is None:
+                in_flight += server.in_flight
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                landed += 1
+                continue
+        assert proc.wait(120) == 0, log.read_text()[-3000:]
+        return landed, in_flight
+    raise AssertionError(f"the run did not finish after {landed} kills: {log.read_text()[-3000:]}")

@@ -41,6 +41,7 @@ def base_overrides(server: ScriptedServer, tmp_path: Path) -> list[str]:
         "model.retry_initial_wait_s=0.01",
         "progress=false",
         f"sandbox.local.root={tmp_path / 'sandboxes'}",
+        "cache=off",  # each test's replies are scripted: none is replayed from another's (tests/e2e/test_cache.py)
     ]
 
 

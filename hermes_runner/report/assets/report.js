@@ -272,7 +272,7 @@
           h("td", { class: "tl-cell" }, bar(c)),
           h("td", { class: "num", text: c.k === "model" && c.in !== undefined ? `${fmt(c.in)} / ${fmt(c.out)}` : "" }),
           h("td", { class: "num", text: c.k === "model" && c.retries ? c.retries : "" }),
-          h("td", { text: c.k === "model" ? (c.error ? "error: " + c.error : c.finish || "") : (c.exit !== undefined ? "exit " + c.exit : "") + (c.ok === false ? (c.exit !== undefined ? " · " : "") + "error" : c.exit === undefined ? "ok" : "") }))))),
+          h("td", { text: c.k === "model" ? (c.error ? "error: " + c.error : (c.finish || "") + (c.cached ? " · from the cache" : "")) : (c.exit !== undefined ? "exit " + c.exit : "") + (c.ok === false ? (c.exit !== undefined ? " · " : "") + "error" : c.exit === undefined ? "ok" : "") }))))),
     ];
   }
 
