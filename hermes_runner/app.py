@@ -126,6 +126,58 @@ register_configs()
 register_resolvers()
 
 
+# Start-up (docs/performance.md): a listing prints without composing a config, and two of Hydra's costs that
+# buy nothing here are skipped: the second composition that only looks for a `hydra.mode` no config of ours
+# sets, and the config-group lists --help computes for placeholders our help page does not use.
+_LISTING = re.compile(r"list_distributions=(?i:true|yes|on|1)")
+_MODE_SOURCES = ("hydra.mode", "hydra/", "hydra.searchpath", "-cp", "-cd", "--config-path", "--config-dir")
+
+
+def _listing(argv: list[str]) -> bool:
+    """`list_distributions=true` alone: print the distributions of conf/distribution/ (no run dir, no Hydra job)."""
+    if len(argv) != 1 or not _LISTING.fullmatch(argv[0]):
+        return False
+    from rich.console import Console
+
+    from hermes_runner.cli import load_distributions
+    from hermes_runner.tools import distributions
+
+    Console(soft_wrap=True).print(distributions.describe(load_distributions()), markup=False)
+    return True
+
+
+def _mode_may_be_set(argv: list[str]) -> bool:
+    """Whether `hydra.mode` may come from somewhere but Hydra's default (None): an override, a config of another
+    search path, or a config of ours that sets it."""
+    if any(a.split("=")[0].lstrip("+~").startswith(_MODE_SOURCES) for a in argv):
+        return True
+    return any(re.search(r"^\s*mode:\s*(RUN|MULTIRUN)\b", p.read_text(), re.M) for p in CONF_DIR.rglob("*.yaml"))
+
+
+def _skip_hydra_probes() -> None:
+    """Hydra composes the config twice per run (once only to read `hydra.mode`) and lists every config group for
+    a help page (100 copies of the config store): both skipped where their answer is known (idempotent)."""
+    from hydra._internal.hydra import Hydra
+
+    if getattr(Hydra, "_hr_lean", False):
+        return
+    probe_mode, get_help = Hydra.get_mode, Hydra.get_help
+
+    def get_mode(self: Hydra, config_name: str | None, overrides: list[str]) -> object:
+        return probe_mode(self, config_name, overrides) if _mode_may_be_set(overrides + sys.argv[1:]) else None
+
+    def lean_get_help(self: Hydra, help_cfg: DictConfig, cfg: DictConfig, *args: object, **kwargs: object) -> str:
+        if "CONFIG_GROUPS" in help_cfg.template:  # (Hydra's own page, --hydra-help, lists them)
+            return get_help(self, help_cfg, cfg, *args, **kwargs)
+        self.format_config_groups = lambda *_, **__: ""  # (our page takes its lists from help_groups())
+        try:
+            return get_help(self, help_cfg, cfg, *args, **kwargs)
+        finally:
+            del self.format_config_groups
+
+    Hydra.get_mode, Hydra.get_help, Hydra._hr_lean = get_mode, lean_get_help, True
+
+
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def main(cfg: DictConfig) -> None:
     global JOB_STARTED
@@ -140,6 +192,9 @@ def main(cfg: DictConfig) -> None:
 def entry() -> None:
     """`main()` with exit code 2 and a one-line message for a config Hydra refuses, before any job starts."""
     argv = sys.argv[1:]
+    if _listing(argv):
+        return
+    _skip_hydra_probes()
     if _completion(argv):
         return
     os.environ[_FULL_ERROR] = "1"  # composition errors reach us as exceptions (unset again when the job starts)

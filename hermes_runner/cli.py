@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
@@ -13,21 +14,17 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from hermes_runner.config import DistributionConfig, RunConfig, as_container, check_keys
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, JobNotStarted, RunDirBusy
-from hermes_runner.report.page import write_report_quietly
-from hermes_runner.run import invocation
-from hermes_runner.run.discards import nothing_kept
-from hermes_runner.run.invocation import InvocationResult, Stop
-from hermes_runner.run.plan import Plan
 from hermes_runner.rundir.layout import REJECTED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.store import prelock
-from hermes_runner.tools import distributions
 from hermes_runner.util.console import FILE_ONLY
 from hermes_runner.util.redact import Redactor
+
+if TYPE_CHECKING:  # (imported where used: a listing or --help loads no agent, model, report or dataset code)
+    from hermes_runner.run.invocation import InvocationResult
+    from hermes_runner.run.plan import Plan
 
 log = logging.getLogger("hermes_runner")
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -70,6 +67,8 @@ def load_distributions() -> list[DistributionConfig]:
 
 def say(console: Console, text: str, **kwargs: object) -> None:
     """Print a line for the user and put it in the run's log file (run.log) too."""
+    from rich.text import Text
+
     console.print(text, **kwargs)
     plain = Text.from_markup(text).plain if kwargs.get("markup", True) else text
     for line in plain.strip("\n").splitlines():
@@ -134,6 +133,8 @@ def summary_lines(stats: dict, run_dir: Path, retry_failed: bool = True) -> list
 
 
 def print_summary(console: Console, stats: dict, run_dir: Path, retry_failed: bool = True) -> None:
+    from rich.table import Table
+
     for line in summary_lines(stats, run_dir, retry_failed):
         say(console, line)
     table = Table(title="Tool use (kept trajectories)")
@@ -169,6 +170,8 @@ def _pm(value: float | None, err: float | None) -> str:
 
 def print_results(console: Console, stats: dict) -> None:
     """The results table (results_table=true, as +experiment=evaluation sets): a row per model and scorer."""
+    from rich.table import Table
+
     results = stats.get("results")
     if not results:
         console.print("Results: no scores recorded (configure a scorer: docs/scoring.md)")
@@ -196,6 +199,8 @@ def run_job(dcfg: DictConfig) -> int:
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     code = _run_job(dcfg)
     if multirun:
+        from hermes_runner.report.page import write_report_quietly
+
         write_report_quietly(HydraConfig.get().sweep.dir)  # the sweep's page, with the jobs done so far
         if code == ExitCode.CONFIG:
             raise _not_started(HydraConfig.get())
@@ -220,6 +225,8 @@ def _not_started(hc: DictConfig) -> JobNotStarted:
 def _run_job(dcfg: DictConfig) -> int:
     console = Console(soft_wrap=True)
     if dcfg.get("list_distributions"):
+        from hermes_runner.tools import distributions
+
         console.print(distributions.describe(load_distributions()), markup=False)
         return 0
     try:
@@ -246,6 +253,8 @@ def run_and_print(
     redact: Redactor | None = None,
 ) -> tuple[int, dict | None]:
     """`run.execute_run`, printed: the plan, the dry run or the summary and the report; (exit code, statistics)."""
+    from hermes_runner.run import invocation
+
     console = console or Console(soft_wrap=True)
     result = invocation.execute_run(
         cfg, run_dir, overrides, redact, on_plan=lambda plan: print_plan(console, cfg, plan, run_dir)
@@ -258,6 +267,10 @@ def print_result(
     console: Console, result: InvocationResult, run_dir: Path, results_table: bool = False, retry_failed: bool = True
 ) -> None:
     """The lines after the plan: the dry run's findings, or the summary, the report and why the run stopped."""
+    from hermes_runner.report.page import write_report_quietly
+    from hermes_runner.run.discards import nothing_kept
+    from hermes_runner.run.invocation import Stop
+
     if result.dry_run is not None:
         console.print(result.dry_run, markup=False)
         console.print("dry_run=true: nothing was run.")

@@ -22,10 +22,10 @@ import pytest
 
 from hermes_runner.config import DockerSandboxOptions, SandboxConfig
 from hermes_runner.dataset import Prompt
-from hermes_runner.errors import ToolError
 from hermes_runner.sandbox import docker_orphans
 from hermes_runner.sandbox.docker import DockerBackend
 
+from tests.helpers.containers import check_timed_out_tree, timed_out_tree
 from tests.helpers.machine import require
 from tests.helpers.run import ROOT, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
 
@@ -246,26 +246,8 @@ def test_relaxed_settings(engine, tmp_path):
 
 
 def test_timeout_kills_the_command_tree(engine, tmp_path):
-    async def go():
-        backend = DockerBackend(SandboxConfig(backend="docker", image=BASE), "to", str(tmp_path / "to"))
-        await backend.start({BASE})
-        sb = await backend.create(Prompt(0, "k", "p"))
-        try:
-            t = time.monotonic()
-            res = await sb.run("echo begin; sleep 300 & sh -c 'sleep 301'; echo never", 1)
-            took = time.monotonic() - t
-            after = await sb.run("ps -o comm,args | grep 'sleep 30' | grep -v grep; echo end", 10)
-            with pytest.raises(ToolError, match="workdir does not exist"):
-                await sb.run("true", 5, workdir="/nope")
-            return res, took, after
-        finally:
-            await sb.close()
-            await backend.shutdown()
-
-    res, took, after = _run(go())
-    assert res.timed_out and res.exit_code == 124 and res.output == "begin\n"
-    assert took < 10, took  # 1 s, the kill, and a loaded machine
-    assert after.output == "end\n"  # both sleeps (child and grandchild) are gone
+    backend = DockerBackend(SandboxConfig(backend="docker", image=BASE), "to", str(tmp_path / "to"))
+    check_timed_out_tree(*_run(timed_out_tree(backend, BASE)))
 
 
 # -- images ---------------------------------------------------------------------------------

@@ -25,16 +25,14 @@ from pathlib import Path
 import pytest
 
 from hermes_runner.config import DockerSandboxOptions, PodmanSandboxOptions, SandboxConfig
-from hermes_runner.dataset import Prompt
-from hermes_runner.errors import ConfigError, ToolError
+from hermes_runner.errors import ConfigError
 from hermes_runner.sandbox import docker_orphans
 from hermes_runner.sandbox.podman import PodmanBackend, find_url
-from hermes_runner.tools.base import ToolContext
-from hermes_runner.tools.catalog import all_tools
 
 import tests.e2e.test_docker_sandbox as docker_tests
 from tests.e2e.test_sandbox_escapes import ALLOWED_ENV, BIG, env_keys
 from tests.helpers import system
+from tests.helpers.containers import check_timed_out_tree, timed_out_tree, two_prompts
 from tests.helpers.machine import require
 from tests.helpers.run import ROOT, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
 
@@ -87,31 +85,9 @@ def podman_cfg(make_cfg, podman: Engine, *extra: str, dataset: Path):
 
 def in_container(podman: Engine, commands: list[str], tmp_path: Path, opts=None, image=BASE, tools=()):
     """Run commands in one prompt's container (and tools in it, "a", or in a second prompt's, "b")."""
-
-    async def go():
-        cfg = SandboxConfig(backend="podman", image=image, docker=opts or DockerSandboxOptions(pool_size=0),
-                            podman=PodmanSandboxOptions(url=podman.url))  # fmt: skip
-        backend = PodmanBackend(cfg, "iso", str(tmp_path / "iso"))
-        assert await backend.start({image}) == {}
-        a = await backend.create(Prompt(0, "a", "p"))
-        b = await backend.create(Prompt(1, "b", "p"))
-        try:
-            out = [await a.run(c, 30) for c in commands]
-            results = []
-            for who, name, args in tools:
-                ctx = ToolContext(a if who == "a" else b, command_timeout_s=20)
-                try:
-                    res = await all_tools()[name].run(ctx, args)
-                    results.append((json.loads(res.content), res.ok))
-                except ToolError as exc:
-                    results.append(({"error": str(exc)}, False))
-            return out, results
-        finally:
-            await a.close()
-            await b.close()
-            await backend.shutdown()
-
-    return asyncio.run(go())
+    cfg = SandboxConfig(backend="podman", image=image, docker=opts or DockerSandboxOptions(pool_size=0),
+                        podman=PodmanSandboxOptions(url=podman.url))  # fmt: skip
+    return asyncio.run(two_prompts(PodmanBackend(cfg, "iso", str(tmp_path / "iso")), image, commands, tools))
 
 
 # -- per-row image and working dir, tools end to end ----------------------------------------
@@ -254,27 +230,8 @@ def test_limits_are_enforced_or_said_not_to_be(podman, tmp_path, caplog):
 
 
 def test_timeout_kills_the_command_tree(podman, tmp_path):
-    async def go():
-        cfg = SandboxConfig(backend="podman", image=BASE, podman=PodmanSandboxOptions(url=podman.url))
-        backend = PodmanBackend(cfg, "to", str(tmp_path / "to"))
-        await backend.start({BASE})
-        sb = await backend.create(Prompt(0, "k", "p"))
-        try:
-            t = time.monotonic()
-            res = await sb.run("echo begin; sleep 300 & sh -c 'sleep 301'; echo never", 1)
-            took = time.monotonic() - t
-            after = await sb.run("ps -o comm,args | grep 'sleep 30' | grep -v grep; echo end", 10)
-            with pytest.raises(ToolError, match="workdir does not exist"):
-                await sb.run("true", 5, workdir="/nope")
-            return res, took, after
-        finally:
-            await sb.close()
-            await backend.shutdown()
-
-    res, took, after = asyncio.run(go())
-    assert res.timed_out and res.exit_code == 124 and res.output == "begin\n"
-    assert took < 10, took
-    assert after.output == "end\n"
+    cfg = SandboxConfig(backend="podman", image=BASE, podman=PodmanSandboxOptions(url=podman.url))
+    check_timed_out_tree(*asyncio.run(timed_out_tree(PodmanBackend(cfg, "to", str(tmp_path / "to")), BASE)))
 
 
 # -- images and the engine ------------------------------------------------------------------

@@ -27,6 +27,7 @@ from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import all_tools
 
 import tests.e2e.test_docker_sandbox as docker_tests
+from tests.helpers.containers import two_prompts
 from tests.helpers.run import ROOT, base_overrides, read_jsonl, script, write_jsonl
 
 BASE = docker_tests.BASE  # the test image
@@ -455,30 +456,9 @@ docker_only = pytest.mark.docker
 def _docker_run(tmp_path, commands, opts=None, image=None, tools=()):
     from hermes_runner.sandbox.docker import DockerBackend
 
-    async def go():
-        img = image or BASE
-        cfg = SandboxConfig(backend="docker", image=img, docker=opts or DockerSandboxOptions(pool_size=0))
-        backend = DockerBackend(cfg, "esc", str(tmp_path / "esc"))
-        assert await backend.start({img}) == {}
-        a = await backend.create(Prompt(0, "a", "p"))
-        b = await backend.create(Prompt(1, "b", "p"))
-        try:
-            out = [await a.run(c, 30) for c in commands]
-            ctx_a, ctx_b = ToolContext(a, command_timeout_s=20), ToolContext(b, command_timeout_s=20)
-            results = []
-            for who, name, args in tools:
-                try:
-                    res = await all_tools()[name].run(ctx_a if who == "a" else ctx_b, args)
-                    results.append((json.loads(res.content), res.ok))
-                except ToolError as exc:
-                    results.append(({"error": str(exc)}, False))
-            return out, results
-        finally:
-            await a.close()
-            await b.close()
-            await backend.shutdown()
-
-    return asyncio.run(go())
+    img = image or BASE
+    cfg = SandboxConfig(backend="docker", image=img, docker=opts or DockerSandboxOptions(pool_size=0))
+    return asyncio.run(two_prompts(DockerBackend(cfg, "esc", str(tmp_path / "esc")), img, commands, tools))
 
 
 @docker_only
