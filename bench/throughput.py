@@ -69,13 +69,22 @@ def base_overrides(url: str, dataset: Path, run_dir: Path, name: str) -> list[st
         f"dataset_file={dataset}",
         f"run_name={name}",
         f"hydra.run.dir={run_dir}",
+        "cache=off",  # every level asks the same prompts: a replayed reply would be no call at all
     ]
 
 
 def run_level(
-    server: ScriptedServerProcess, work: Path, workers: int, n: int, stream: bool, isolation: str
+    server: ScriptedServerProcess,
+    work: Path,
+    workers: int,
+    n: int,
+    stream: bool,
+    isolation: str,
+    extra: list[str] | None = None,
+    tag: str = "",
 ) -> LevelResult:
-    name = f"c{workers}-{'stream' if stream else 'plain'}-{isolation}"
+    """One run of `n` prompts at `workers` sessions; `extra` overrides (e.g. executor.processes) named by `tag`."""
+    name = f"c{workers}-{'stream' if stream else 'plain'}-{isolation}{tag}"
     dataset = write_dataset(work / f"{name}.jsonl", n)
     run_dir = work / name
     args = base_overrides(server.url, dataset, run_dir, name) + [
@@ -85,6 +94,7 @@ def run_level(
     ]
     if stream:
         args.append("model.stream=true")
+    args += extra or []
     # Render the progress bar as on a terminal, so its cost is measured too.
     env = {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "COLUMNS": "120"}
     server.stats(reset=True)

@@ -341,12 +341,16 @@ class ExecutorKind(StrEnum):
 @dataclass
 class ExecutorConfig:
     backend: ExecutorKind = ExecutorKind.local  # local (asyncio in this process) | ray
+    # local: worker processes the sessions are spread over, each with its own event loop, the runner the only
+    # writer of the run dir (1: all in the runner's process; null or 0: one per core). Default 1, measured:
+    # docs/performance.md#worker-processes.
+    processes: int | None = 1
     address: str | None = None  # ray: cluster address (None = start a local cluster)
     num_cpus: int | None = None  # ray: CPUs of a local cluster
     sessions_per_worker: int = 32  # ray: sessions multiplexed in one actor
     cpus_per_worker: float = 1.0  # ray: CPUs reserved per actor (the cluster's CPUs bound the actors)
-    max_restarts: int = 4  # ray: times Ray restarts a dead actor (-1: always)
-    max_redispatch: int = 2  # ray: times a prompt lost with its actor is sent again before it fails
+    max_restarts: int = 4  # ray: times Ray restarts a dead actor; processes > 1: times one is replaced (-1: always)
+    max_redispatch: int = 2  # ray, processes > 1: times a prompt lost with its worker is sent again before it fails
 
 
 @dataclass
@@ -688,6 +692,7 @@ VALUE_RULES: tuple[tuple[str, str], ...] = (
     ("executor.sessions_per_worker", _AT_LEAST_1),
     ("executor.cpus_per_worker", _POSITIVE),
     ("executor.max_redispatch", _NON_NEGATIVE),
+    ("executor.processes", _NON_NEGATIVE),
     ("tools.fetch.timeout_s", _POSITIVE),
     ("tools.fetch.max_bytes", _AT_LEAST_1),
     ("tools.fetch.max_redirects", _NON_NEGATIVE),
@@ -740,6 +745,8 @@ def check(cfg: RunConfig) -> None:
         for full, value, nullable in _values(cfg, key.split(".")):
             if value is not None and not isinstance(value, bool) and not _TESTS[rule](value):
                 problems.append(f"{full} must be {rule}{' (or null)' if nullable else ''}, not {value}")
+    if cfg.executor.backend != ExecutorKind.local and cfg.executor.processes not in (None, 0, 1):
+        problems.append(f"executor.processes={cfg.executor.processes} applies to executor=local only (Ray has actors)")
     if cfg.shard.count >= 1 and cfg.shard.index >= cfg.shard.count:
         problems.append(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
     problems += _template_problems(cfg.dataset.prompt_template)

@@ -196,3 +196,18 @@ class JobNotStarted(RunnerError):
         except OSError as exc:
             return f"  (its log {self.log_path} cannot be read: {exc.strerror})"
         return f"  last lines of {self.log_path}:\n" + "\n".join(f"    {ln}" for ln in tail)
+
+
+class WorkerLost(RunnerError):
+    """A worker process of executor.processes died with prompts in flight: they are sent again or fail."""
+
+
+class RemoteCallError(RunnerError):
+    """How a model call of a worker process ended in error, as its parent's call hooks see it (the
+    original exception stays in the worker): its type's name, HTTP status and Retry-After."""
+
+    def __init__(self, error_type: str, status_code: int | None = None, retry_after: float | None = None):
+        super().__init__(error_type)
+        self.error_type = error_type
+        self.status_code = status_code
+        self.retry_after = retry_after

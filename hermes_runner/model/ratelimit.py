@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import openai
 
 from hermes_runner.config import RateLimitConfig
+from hermes_runner.errors import RemoteCallError
 from hermes_runner.model.base import CallHook, Completion
 from hermes_runner.model.retry import retry_after_seconds
 
@@ -146,6 +147,8 @@ class EndpointLimiter(CallHook):
         self.state.errors += 1
         if isinstance(exc, openai.APIStatusError) and exc.status_code == 429:
             self._on_rate_limited(retry_after_seconds(exc))
+        elif isinstance(exc, RemoteCallError) and exc.status_code == 429:  # a call of a worker process
+            self._on_rate_limited(exc.retry_after)
 
     def on_retry(self, exc: BaseException | None) -> None:
         """The client will make the failed call again (after its back-off)."""

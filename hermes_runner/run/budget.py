@@ -54,7 +54,7 @@ class RunBudget(CallHook):
             self.event(model, "end", usage=completion.usage.as_dict())
             self.charge(completion.usage)
         elif exc is not None and not isinstance(exc, asyncio.CancelledError):
-            self.event(model, "error", error=type(exc).__name__)
+            self.event(model, "error", error=getattr(exc, "error_type", None) or type(exc).__name__)
 
     def charge(self, usage: Usage) -> None:
         """Count spend metered elsewhere (e.g. a whole prompt's usage from a remote worker)."""
