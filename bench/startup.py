@@ -49,7 +49,7 @@ def first_call(server: ScriptedServerProcess, work: Path, repo: Path, env: dict)
     start = time.monotonic()
     argv = [PY, str(repo / "run.py"), "model=local_server", f"model.base_url={server.url}", "model.name=scripted"]
     argv += [f"dataset_file={dataset}", "run_name=startup", f"hydra.run.dir={run_dir}"]
-    argv += ["sandbox.local.isolation=none", f"sandbox.local.root={work / 'sandboxes'}"]
+    argv += ["sandbox.local.isolation=none", f"sandbox.local.root={work / 'sandboxes'}", "cache=off"]  # each run calls
     subprocess.run(argv, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
     first = server.stats()["first_request"]
     if first is None:
