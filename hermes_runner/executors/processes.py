@@ -34,7 +34,7 @@ from hermes_runner.agent.session import Failure, Outcome
 from hermes_runner.agent.worker import WorkerSpec
 from hermes_runner.config import RunConfig
 from hermes_runner.errors import ConfigError, RemoteCallError, WorkerLost
-from hermes_runner.executors.base import Work
+from hermes_runner.executors.base import Work, acquire, release
 from hermes_runner.executors.local import LocalExecutor
 from hermes_runner.model.base import CallHook, Completion
 from hermes_runner.usage import Usage
@@ -316,22 +316,14 @@ class ProcessExecutor(LocalExecutor):
     # -- the work ------------------------------------------------------------------------
 
     async def _acquire(self) -> _Worker | None:
-        async with self._changed:
-            while True:
-                per = math.ceil(self.num_workers / max(1, sum(w.state != "dead" for w in self.workers)))
-                free = [w for w in self.workers if w.state == "ready" and w.load < per]
-                if free:
-                    w = min(free, key=lambda w: w.load)
-                    w.load += 1
-                    return w
-                if all(w.state == "dead" for w in self.workers):
-                    return None
-                await self._changed.wait()
+        return await acquire(self._changed, self.workers, self._per_worker)
+
+    def _per_worker(self) -> int:
+        """Sessions one worker may hold: the run's in-flight limit spread over the workers still alive."""
+        return math.ceil(self.num_workers / max(1, sum(w.state != "dead" for w in self.workers)))
 
     async def _release(self, w: _Worker) -> None:
-        w.load = max(0, w.load - 1)
-        async with self._changed:
-            self._changed.notify_all()
+        await release(self._changed, w)
 
     async def work(self, prompt) -> Outcome:
         """Run one prompt in some worker process; send it again if that process dies."""

@@ -29,7 +29,7 @@ from hermes_runner.agent.worker import WorkerSpec, session_runner
 from hermes_runner.config import ExecutorConfig, RateLimitConfig, RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError
-from hermes_runner.executors.base import Work
+from hermes_runner.executors.base import Work, acquire, release
 from hermes_runner.executors.local import LocalExecutor
 from hermes_runner.model.ratelimit import EndpointLimiter
 from hermes_runner.usage import Usage
@@ -253,21 +253,10 @@ class RayExecutor(LocalExecutor):
             self._probe(slot)  # Ray restarts it (max_restarts); the probe returns when it is back
 
     async def _acquire(self) -> _Slot | None:
-        async with self._changed:
-            while True:
-                free = [s for s in self.slots if s.state == "ready" and s.load < self.per_actor]
-                if free:
-                    slot = min(free, key=lambda s: s.load)
-                    slot.load += 1
-                    return slot
-                if all(s.state == "dead" for s in self.slots):
-                    return None
-                await self._changed.wait()
+        return await acquire(self._changed, self.slots, lambda: self.per_actor)
 
     async def _release(self, slot: _Slot) -> None:
-        async with self._changed:
-            slot.load -= 1
-            self._changed.notify_all()
+        await release(self._changed, slot)
 
     # -- the work ------------------------------------------------------------------------
 

@@ -3,7 +3,6 @@ rate limits, Ctrl-C and kill -9 with resume, for real (subprocess workers, the s
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -20,6 +19,7 @@ import pytest
 from hermes_runner.sandbox import docker_orphans
 
 from tests.helpers import crash
+from tests.helpers.crash import assert_each_prompt_once, sleepy
 from tests.helpers.machine import require
 from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
 
@@ -38,24 +38,6 @@ def worker_pids(parent: int | None = None) -> list[int]:
         except psutil.Error:
             continue
     return out
-
-
-def sleepy(n: int, seconds: float) -> list[dict]:
-    step = {"content": "done", "reasoning": "thinking", "sleep": seconds}
-    return [{"prompt": script(step, text=f"task {i}")} for i in range(n)]
-
-
-def terminal_records(run_dir: Path) -> Counter:
-    return Counter(r["key"] for r in read_jsonl(run_dir / "ledger.jsonl") if r["status"] in ("ok", "discarded"))
-
-
-def assert_each_prompt_once(run_dir: Path, n: int) -> None:
-    rows = read_jsonl(run_dir / "trajectories.jsonl")
-    assert [r["prompt_index"] for r in rows] == list(range(n))
-    terminal = terminal_records(run_dir)
-    assert len(terminal) == n and set(terminal.values()) == {1}
-    batch_rows = [json.loads(line) for b in run_dir.glob("batch_*.jsonl") for line in b.read_text().splitlines()]
-    assert sorted(r["prompt_index"] for r in batch_rows) == list(range(n))
 
 
 def test_sessions_run_in_worker_processes_and_stream_back(make_cfg, tmp_path, run_dir, server, caplog):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ import pytest
 from hermes_runner.config import ExecutorConfig
 from hermes_runner.executors.ray import _init_ray
 
+from tests.helpers.crash import assert_each_prompt_once, sleepy
 from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
 
 ray = pytest.importorskip("ray")
@@ -47,24 +47,6 @@ def actor_pids(talking_to: int) -> list[int]:
             except psutil.Error:
                 continue
     return out
-
-
-def sleepy(n: int, seconds: float) -> list[dict]:
-    step = {"content": "done", "reasoning": "thinking", "sleep": seconds}
-    return [{"prompt": script(step, text=f"task {i}")} for i in range(n)]
-
-
-def terminal_records(run_dir: Path) -> Counter:
-    return Counter(r["key"] for r in read_jsonl(run_dir / "ledger.jsonl") if r["status"] in ("ok", "discarded"))
-
-
-def assert_each_prompt_once(run_dir: Path, n: int) -> None:
-    rows = read_jsonl(run_dir / "trajectories.jsonl")
-    assert [r["prompt_index"] for r in rows] == list(range(n))
-    terminal = terminal_records(run_dir)
-    assert len(terminal) == n and set(terminal.values()) == {1}
-    batch_rows = [json.loads(line) for b in run_dir.glob("batch_*.jsonl") for line in b.read_text().splitlines()]
-    assert sorted(r["prompt_index"] for r in batch_rows) == list(range(n))
 
 
 def test_sessions_run_on_actors_and_stream_back(make_cfg, tmp_path, run_dir, server):

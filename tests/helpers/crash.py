@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -11,7 +12,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tests.helpers.run import ROOT, base_overrides, read_jsonl
+from tests.helpers.run import ROOT, base_overrides, read_jsonl, script
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen:
@@ -54,6 +55,22 @@ def kill_until_done(args: list[str], log: Path, rng: random.Random, max_kills: i
 
 def terminal_records(run_dir: Path) -> Counter:
     return Counter(r["key"] for r in read_jsonl(run_dir / "ledger.jsonl") if r["status"] in ("ok", "discarded"))
+
+
+def assert_each_prompt_once(run_dir: Path, n: int) -> None:
+    """Prompts 0..n-1 each have one terminal ledger record, one trajectory and one batch line."""
+    rows = read_jsonl(run_dir / "trajectories.jsonl")
+    assert [r["prompt_index"] for r in rows] == list(range(n))
+    terminal = terminal_records(run_dir)
+    assert len(terminal) == n and set(terminal.values()) == {1}
+    batch_rows = [json.loads(line) for b in run_dir.glob("batch_*.jsonl") for line in b.read_text().splitlines()]
+    assert sorted(r["prompt_index"] for r in batch_rows) == list(range(n))
+
+
+def sleepy(n: int, seconds: float) -> list[dict]:
+    """n prompts whose one model call takes `seconds`: in flight long enough to be killed or cancelled."""
+    step = {"content": "done", "reasoning": "thinking", "sleep": seconds}
+    return [{"prompt": script(step, text=f"task {i}")} for i in range(n)]
 
 
 def kill_mid_calls(
