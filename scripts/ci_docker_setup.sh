@@ -42,7 +42,7 @@ wait_up() {  # $1 = pid
   return 1
 }
 if ! docker info >/dev/null 2>&1; then
-  setsid nohup /usr/sbin/dockerd >"$STATE/dockerd.log" 2>&1 </dev/null &
+  (cd / && exec setsid nohup /usr/sbin/dockerd) >"$STATE/dockerd.log" 2>&1 </dev/null &  # from /: see ci_podman_setup.sh
   echo $! >"$STATE/dockerd.pid"
   if ! wait_up "$(cat "$STATE/dockerd.pid")"; then
     say "dockerd did not come up; last lines of $STATE/dockerd.log:"

@@ -69,13 +69,24 @@ wait_up() {  # $1 = socket, $2 = pid
   done
   return 1
 }
+cwd_gone() {  # $1 = pid: its working directory was deleted (a service started from a checkout since removed:
+  # conmon then fails "Failed to get working directory" and no container starts)
+  [ -n "$1" ] && [ -e "/proc/$1/cwd" ] && readlink "/proc/$1/cwd" | grep -q ' (deleted)$'
+}
 start_service() {  # $1 = name, $2 = socket, then the command prefix that runs podman as its user
-  local name=$1 sock=$2
+  local name=$1 sock=$2 old
   shift 2
-  answers "$sock" && return 0
+  old=$(cat "$STATE/$name.pid" 2>/dev/null || true)
+  if answers "$sock" && ! cwd_gone "$old"; then return 0; fi
+  if [ -n "$old" ] && kill -0 "$old" 2>/dev/null; then
+    say "stopping the $name podman service (pid $old): not answering, or its working directory is gone"
+    kill -- "-$old" 2>/dev/null || kill "$old" 2>/dev/null || true
+    for _ in $(seq 1 40); do kill -0 "$old" 2>/dev/null || break; sleep 0.25; done
+  fi
   changed=1
   rm -f "$sock"
-  setsid nohup "$@" podman system service --time=0 "unix://$sock" >"$STATE/$name.log" 2>&1 </dev/null &
+  # From /, so the service (and every conmon it starts) never sits in a directory that may be removed.
+  (cd / && exec setsid nohup "$@" podman system service --time=0 "unix://$sock") >"$STATE/$name.log" 2>&1 </dev/null &
   echo $! >"$STATE/$name.pid"
   if ! wait_up "$sock" "$(cat "$STATE/$name.pid")"; then
     say "the $name podman service did not come up; last lines of $STATE/$name.log:"
