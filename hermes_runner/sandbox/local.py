@@ -225,6 +225,7 @@ class LocalBackend:
         self._slot_cgroups: dict[int, list[str]] = {}
         self._spawners: dict[int, ThreadPoolExecutor] = {}
         self._removals: set[asyncio.Future] = set()
+        self._creating: set[asyncio.Future] = set()  # sandboxes being made, waited for by shutdown
         # Blocking work (forks, directory creation and removal) runs here, off the event loop.
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="local-sandbox")
 
@@ -352,7 +353,19 @@ class LocalBackend:
     # -- prompts ------------------------------------------------------------------------
 
     async def create(self, prompt: Prompt) -> LocalSandbox:
-        return await asyncio.get_running_loop().run_in_executor(self.pool, self._create, prompt)
+        made = asyncio.get_running_loop().run_in_executor(self.pool, self._create, prompt)
+        self._creating.add(made)
+        made.add_done_callback(self._creating.discard)
+        try:
+            return await asyncio.shield(made)  # its thread goes on if the prompt is cancelled
+        except asyncio.CancelledError:
+            made.add_done_callback(self._abandoned)
+            raise
+
+    def _abandoned(self, made: asyncio.Future) -> None:
+        """A sandbox finished for a prompt cancelled meanwhile (Ctrl-C): released at once."""
+        if not made.cancelled() and made.exception() is None:
+            self.release(made.result())
 
     def _create(self, prompt: Prompt) -> LocalSandbox:
         if not self._free_uids:
@@ -432,10 +445,10 @@ class LocalBackend:
         task.add_done_callback(lambda _: self._free_uids.append(box.slot))
 
     async def shutdown(self) -> None:
-        if self._removals:
-            await asyncio.gather(*self._removals, return_exceptions=True)
+        while self._creating or self._removals:  # an abandoned sandbox's release adds a removal
+            await asyncio.gather(*self._creating, *self._removals, return_exceptions=True)
         loop = asyncio.get_running_loop()
-        for spawner in self._spawners.values():  # its thread leaves the cgroups by ending
+        for spawner in list(self._spawners.values()):  # its thread leaves the cgroups by ending
             await loop.run_in_executor(self.pool, functools.partial(spawner.shutdown, wait=True))
         if self.cgroups:
             await loop.run_in_executor(self.pool, self.cgroups.close)
