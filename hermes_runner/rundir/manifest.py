@@ -12,9 +12,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
-from hermes_runner.config import DATA_KEYS, RunConfig  # noqa: F401  (DATA_KEYS re-exported)
+from hermes_runner.config import DATA_KEYS, RunConfig, as_container, select  # noqa: F401  (DATA_KEYS re-exported)
 from hermes_runner.errors import ConfigError
 from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
 from hermes_runner.rundir.store import atomic_write, atomic_write_json
@@ -25,15 +23,8 @@ log = logging.getLogger(__name__)
 
 def data_config(cfg: RunConfig, dropped: Collection[str]) -> dict:
     """The options that define the run's data, with the toolsets dropped for want of a backend."""
-    conf = OmegaConf.structured(cfg)
-    out = {}
-    for key in DATA_KEYS:
-        value = OmegaConf.select(conf, key)
-        out[key] = (
-            OmegaConf.to_container(value, resolve=True, enum_to_str=True)
-            if OmegaConf.is_config(value)
-            else (value.value if hasattr(value, "value") else value)
-        )
+    conf = as_container(cfg)
+    out = {key: select(conf, key) for key in DATA_KEYS}
     # Toolsets dropped for want of a backend change what prompts are offered.
     out["toolsets_unavailable"] = sorted(dropped) or None
     return out
@@ -114,7 +105,7 @@ def start_invocation(
         "pid": os.getpid(),
         "argv": redact(sys.argv[1:]),
         "overrides": redact(list(overrides)),
-        "config": redact(OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True)),
+        "config": redact(as_container(cfg)),
     }
     fd = os.open(run_dir / INVOCATIONS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

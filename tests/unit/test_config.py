@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from hermes_runner.config import RunConfig, check, check_keys
+from hermes_runner.config import DATA_KEYS, RunConfig, as_container, check, check_keys, select
 
 from tests.helpers.run import CONF
 
@@ -108,3 +108,15 @@ def test_hydra_group_yaml_composes(override: str):
     for key in ("_target_", "version"):  # the file's own identity reached the composed config
         if key in expected:
             assert node[key] == expected[key]
+
+
+@pytest.mark.parametrize("overrides", [*ROWS, *((e,) for e in EXPERIMENTS), ("+scorer@scorers.s=match", "+scorer@scorers.v=verify")])
+def test_as_container_is_what_omegaconf_gives(overrides: tuple[str, ...]):
+    """The run's plain config (run.json, invocations.jsonl, the redactor) is built without OmegaConf: the same values."""
+    cfg = _validated(overrides)
+    slow = OmegaConf.structured(cfg)
+    assert as_container(cfg) == OmegaConf.to_container(slow, enum_to_str=True)
+    for key in DATA_KEYS:  # what run.json's data_config held before: a changed value would refuse a resume
+        value = OmegaConf.select(slow, key)
+        value = OmegaConf.to_container(value, enum_to_str=True) if OmegaConf.is_config(value) else value
+        assert select(as_container(cfg), key) == getattr(value, "value", value), key
