@@ -110,7 +110,9 @@ def test_hydra_group_yaml_composes(override: str):
             assert node[key] == expected[key]
 
 
-@pytest.mark.parametrize("overrides", [*ROWS, *((e,) for e in EXPERIMENTS), ("+scorer@scorers.s=match", "+scorer@scorers.v=verify")])
+@pytest.mark.parametrize(
+    "overrides", [*ROWS, *((e,) for e in EXPERIMENTS), ("+scorer@scorers.s=match", "+scorer@scorers.v=verify")]
+)
 def test_as_container_is_what_omegaconf_gives(overrides: tuple[str, ...]):
     """The run's plain config (run.json, invocations.jsonl, the redactor) is built without OmegaConf: the same values."""
     cfg = _validated(overrides)
