@@ -39,6 +39,29 @@ def run_pair(server, work: Path, c: int, n: int, procs: int, isolation: str) -> 
     return one, many
 
 
+def per_trajectory_s(one: LevelResult) -> float:
+    """Machine CPU a trajectory took in the processes=1 run: the runner, its sandbox commands, the scripted
+    server, and what other processes used meanwhile (mostly the kernel's work of making and tearing down
+    each command's namespaces, which runs in kernel threads, not in the runner)."""
+    return (one.cpu_ms + one.children_ms + one.server_ms) / 1000 + one.others_cpu_s / one.n
+
+
+def ceiling(one: LevelResult, cores: int) -> float:
+    """The most N processes could give over one on this machine: every core busy at that cost per trajectory."""
+    per = per_trajectory_s(one)
+    return (cores / per) / (one.n / one.wall_s) if per > 0 else float("inf")
+
+
+def ceiling_line(c: int, one: LevelResult) -> str:
+    cores = os.cpu_count() or 1
+    used = per_trajectory_s(one) * one.n / one.wall_s
+    return (
+        f"ceiling at {c} sessions: processes=1 kept {used:.2f} of {cores} cores busy (ms/traj: runner {one.cpu_ms:.2f}, "
+        f"sandbox {one.children_ms:.2f}, server {one.server_ms:.2f}, other processes {1000 * one.others_cpu_s / one.n:.2f}), "
+        f"so no N can exceed {ceiling(one, cores):.2f}x its throughput here (less the workers' relay)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="~5 s of ideal time per run instead of ~15 s")
@@ -91,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         "children ms = sandbox commands (processes=1) or the workers with their sandbox commands (N)"
     )
     verdicts = []
+    for c, (one, _) in pairs.items():
+        print(ceiling_line(c, one))
     if 256 in pairs:
         one, many = pairs[256]
         speedup = one.wall_s / many.wall_s
