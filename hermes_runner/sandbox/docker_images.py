@@ -11,7 +11,7 @@ from docker.utils import parse_repository_tag
 
 from hermes_runner.errors import SandboxError
 
-# Prints /etc/passwd, "@@", then "<populated 0|1> <uid> <gid>" when directory $1 exists.
+# Prints /etc/passwd, "@@", then "<populated 0|1> <uid> <gid>" when directory $1 exists, then "@@end".
 PROBE_SCRIPT = """cat /etc/passwd 2>/dev/null
 echo @@
 o() { echo "$f $3 $4"; }
@@ -19,7 +19,10 @@ if [ -d "$1" ]; then
   f=0; [ -n "$(ls -A "$1" 2>/dev/null | head -n 1)" ] && f=1
   o $(ls -ldnL "$1")
 fi
+echo @@end
 """
+PROBE_END = "@@end"
+PROBE_ATTEMPTS = 5  # an engine may return a just-exited container's output short (seen with rootless Podman)
 
 REGULAR_UIDS = range(1000, 65534)  # 65534 is `nobody`
 NOBODY = (65534, 65534)  # "auto" on an image without a regular user: never root
@@ -61,18 +64,34 @@ def find_image(client: docker.DockerClient, ref: str, pull: bool) -> Image:
 
 
 def probe(client: docker.DockerClient, image_id: str, workdir: str, labels: dict[str, str]) -> Probe:
-    """Run the image once (as root, no network) to read its users and the working dir."""
-    try:
-        out = client.containers.run(
-            image_id, entrypoint=["/bin/sh", "-c", PROBE_SCRIPT, "probe"], command=[workdir], user="0:0",
-            network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-            labels=labels, remove=True, stdout=True, stderr=False,
-        )  # fmt: skip
-    except ContainerError as exc:
-        raise SandboxError(f"a trial run failed: {exc}") from exc
-    except DockerException as exc:
-        raise SandboxError(f"cannot run /bin/sh in it (the terminal and file tools need a POSIX shell): {exc}") from exc
-    passwd_text, _, dirs_text = out.decode(errors="replace").partition("@@\n")
+    """Run the image (as root, no network) to read its users and the working dir.
+
+    The output must end with the script's end line: one cut short (an engine's log of a container that
+    has just exited may miss its last lines) would hide the working dir and change the chosen user, so
+    the trial runs again."""
+    text = ""
+    for _ in range(PROBE_ATTEMPTS):
+        try:
+            out = client.containers.run(
+                image_id, entrypoint=["/bin/sh", "-c", PROBE_SCRIPT, "probe"], command=[workdir], user="0:0",
+                network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+                labels=labels, remove=True, stdout=True, stderr=False,
+            )  # fmt: skip
+        except ContainerError as exc:
+            raise SandboxError(f"a trial run failed: {exc}") from exc
+        except DockerException as exc:
+            raise SandboxError(
+                f"cannot run /bin/sh in it (the terminal and file tools need a POSIX shell): {exc}"
+            ) from exc
+        text = out.decode(errors="replace")
+        if PROBE_END in text.splitlines():
+            break
+    else:
+        raise SandboxError(
+            f"its trial run's output came back incomplete {PROBE_ATTEMPTS} times (the engine lost the end of "
+            f"the container's log): {text[-200:]!r}"
+        )
+    passwd_text, _, dirs_text = text.partition("@@\n")
     found = DirInfo(False)
     for line in dirs_text.splitlines():
         parts = line.split()
