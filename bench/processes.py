@@ -46,19 +46,15 @@ def per_trajectory_s(one: LevelResult) -> float:
     return (one.cpu_ms + one.children_ms + one.server_ms) / 1000 + one.others_cpu_s / one.n
 
 
-def ceiling(one: LevelResult, cores: int) -> float:
-    """The most N processes could give over one on this machine: every core busy at that cost per trajectory."""
-    per = per_trajectory_s(one)
-    return (cores / per) / (one.n / one.wall_s) if per > 0 else float("inf")
-
-
 def ceiling_line(c: int, one: LevelResult) -> str:
+    """How busy processes=1 kept the cores, and so the most N processes could give over it on this machine:
+    every core busy at the same cost per trajectory (cores / cores kept busy)."""
     cores = os.cpu_count() or 1
     used = per_trajectory_s(one) * one.n / one.wall_s
     return (
         f"ceiling at {c} sessions: processes=1 kept {used:.2f} of {cores} cores busy (ms/traj: runner {one.cpu_ms:.2f}, "
         f"sandbox {one.children_ms:.2f}, server {one.server_ms:.2f}, other processes {1000 * one.others_cpu_s / one.n:.2f}), "
-        f"so no N can exceed {ceiling(one, cores):.2f}x its throughput here (less the workers' relay)"
+        f"so no N can exceed {cores / used if used > 0 else float('inf'):.2f}x its throughput here (less the workers' relay)"
     )
 
 
