@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from hermes_runner.config import closest, register_configs
 from hermes_runner.errors import ConfigError, ExitCode, JobNotStarted
 from hermes_runner.rundir import sweep
+from hermes_runner.util import gctune
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 SCHEMA_SUFFIX = "_schema"  # ConfigStore names of the structured schemas: not choices a user picks
@@ -191,7 +192,14 @@ def main(cfg: DictConfig) -> None:
 
 def entry() -> None:
     """`main()` with exit code 2 and a one-line message for a config Hydra refuses, before any job starts."""
-    argv = sys.argv[1:]
+    gctune.starting()  # (until the run starts: util/gctune.py)
+    try:
+        _entry(sys.argv[1:])
+    finally:
+        gctune.ended()
+
+
+def _entry(argv: list[str]) -> None:
     if _listing(argv):
         return
     _skip_hydra_probes()

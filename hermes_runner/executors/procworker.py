@@ -21,6 +21,7 @@ import sys
 
 from hermes_runner.executors.processes import Link, call_end
 from hermes_runner.model.base import CallHook, Completion
+from hermes_runner.util import gctune
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ async def serve(fd: int) -> None:
             await link.drain()
             return
         try:
+            gctune.started()
             link.send(("ready", os.getpid()))
             await _loop(link, runner, sessions, waiting)
         finally:
@@ -138,6 +140,7 @@ async def _loop(link: Link, runner, sessions: dict[int, asyncio.Task], waiting: 
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner handles Ctrl-C and stops its workers
+    gctune.starting()  # (until its session runner is ready)
     asyncio.run(serve(int(sys.argv[1])))
 
 

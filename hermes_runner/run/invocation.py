@@ -50,6 +50,7 @@ from hermes_runner.tools import distributions
 from hermes_runner.tools.catalog import all_tools, stats_names, tool_names, toolset_names
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.usage import Usage
+from hermes_runner.util import gctune
 from hermes_runner.util.redact import Redactor, redacting_logs
 
 log = logging.getLogger(__name__)
@@ -532,6 +533,7 @@ def _invocation(
     stats: dict | None = None
     run.install_signals()
     try:
+        gctune.started()  # (start-up's objects out of every later collection)
         asyncio.run(run.execute(plan))
     except ConfigError as exc:
         log.error("%s", exc)
