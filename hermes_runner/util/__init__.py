@@ -1,3 +1,4 @@
-"""Small helpers every layer may use: fast JSON, the console and its log handler, secret redaction.
+"""Small helpers every layer may use: fast JSON, the console and its log handler, secret redaction, the
+garbage collector's start-up tuning.
 
 They import nothing of hermes_runner but `config` and `errors`."""
