@@ -33,6 +33,6 @@ def started() -> None:
 
 
 def ended() -> None:
-    """Collections back on, as `started()` would have left them, for a command that ends before its run starts."""
+    """Collections back on when the command ends (its run may never have started: a listing, an error)."""
     _state["starting"] = False
     gc.enable()
