@@ -27,7 +27,7 @@ from hermes_runner.sandbox.docker import DockerBackend
 
 from tests.helpers.containers import check_timed_out_tree, timed_out_tree
 from tests.helpers.machine import require
-from tests.helpers.run import ROOT, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.run import ROOT, LiveRunner, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
 
 pytestmark = pytest.mark.docker
 
@@ -316,23 +316,21 @@ def test_interrupted_runner_leaves_no_container(engine, server, tmp_path, run_di
     rows = [{"prompt": script(sh("echo started; sleep 60", timeout=90), DONE, text=f"{how}{i}")} for i in range(3)]
     dataset = write_jsonl(tmp_path / "d.jsonl", rows)
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.Popen(_cli(server, tmp_path, run_dir, dataset), cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    try:
+
+    def sessions() -> tuple[int, int]:
+        return len(server.requests), len(containers_of(engine, run_dir))
+
+    with LiveRunner(_cli(server, tmp_path, run_dir, dataset), env) as runner:
         # both in-flight prompts have their container and run their (slow) command
-        _wait_for(lambda: len(server.requests) >= 2 and len(containers_of(engine, run_dir)) >= 2, 60, "two sessions")
+        runner.wait_for(lambda: min(sessions()) >= 2, 90, "two sessions", lambda: f"requests, containers: {sessions()}")
         time.sleep(0.5)
         before = {c["Id"] for c in containers_of(engine, run_dir)}
-        proc.send_signal(signal.SIGKILL if how == "sigkill" else signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        code, out = runner.end(signal.SIGKILL if how == "sigkill" else signal.SIGINT)
     if how == "sigint":
-        assert proc.returncode == 130, out
+        assert code == 130, out
         assert containers_of(engine, run_dir) == []
     else:
-        assert proc.returncode == -signal.SIGKILL
+        assert code == -signal.SIGKILL, out
         assert len(before) >= 2
         _wait_for(lambda: containers_of(engine, run_dir) == [], 30, "the watchdog to remove the orphans")
     server.handler = lambda body, srv: srv.completion(body, DONE)  # the model now answers without a command

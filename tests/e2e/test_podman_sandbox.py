@@ -34,7 +34,7 @@ from tests.e2e.test_sandbox_escapes import ALLOWED_ENV, BIG, env_keys
 from tests.helpers import system
 from tests.helpers.containers import check_timed_out_tree, timed_out_tree, two_prompts
 from tests.helpers.machine import require
-from tests.helpers.run import ROOT, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.run import ROOT, LiveRunner, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
 
 pytestmark = pytest.mark.podman
 
@@ -300,17 +300,15 @@ def test_killed_runner_leaves_no_container_and_the_resume_completes(podman, serv
     rows = [{"prompt": script(sh("echo started; sleep 60", timeout=90), DONE, text=f"k{i}")} for i in range(3)]
     dataset = write_jsonl(tmp_path / "d.jsonl", rows)
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.Popen(_cli(server, podman, tmp_path, run_dir, dataset), cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    try:
-        wait_for(lambda: len(server.requests) >= 2 and len(containers_of(podman, run_dir)) >= 2, 90, "two sessions")
+
+    def sessions() -> tuple[int, int]:
+        return len(server.requests), len(containers_of(podman, run_dir))
+
+    with LiveRunner(_cli(server, podman, tmp_path, run_dir, dataset), env) as runner:
+        runner.wait_for(lambda: min(sessions()) >= 2, 90, "two sessions", lambda: f"requests, containers: {sessions()}")
         time.sleep(0.5)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == -signal.SIGKILL
+        code, out = runner.end(signal.SIGKILL)
+    assert code == -signal.SIGKILL, out
     wait_for(lambda: containers_of(podman, run_dir) == [], 60, "the watchdog to remove the orphans")
     server.handler = lambda body, srv: srv.completion(body, DONE)
     res = subprocess.run(_cli(server, podman, tmp_path, run_dir, dataset), cwd=ROOT, env=env, capture_output=True,

@@ -28,7 +28,7 @@ from hermes_runner.tools.catalog import all_tools
 
 import tests.e2e.test_docker_sandbox as docker_tests
 from tests.helpers.containers import two_prompts
-from tests.helpers.run import ROOT, base_overrides, read_jsonl, script, write_jsonl
+from tests.helpers.run import ROOT, LiveRunner, base_overrides, read_jsonl, script, write_jsonl
 
 BASE = docker_tests.BASE  # the test image
 engine = docker_tests.engine  # the Docker engine fixture (skips, or fails under HERMES_REQUIRE_DOCKER=1)
@@ -539,17 +539,12 @@ def test_killed_runners_containers_end_without_a_resume(engine, server, tmp_path
     ]
     dataset = write_jsonl(tmp_path / "d.jsonl", rows)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(_cli(server, tmp_path, run_dir, dataset), cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    try:
-        _wait_for(lambda: len(containers_of(engine, run_dir)) >= 2, 60, "two containers")
+    with LiveRunner(_cli(server, tmp_path, run_dir, dataset), start_new_session=True) as runner:
+        runner.wait_for(lambda: len(containers_of(engine, run_dir)) >= 2, 60, "two containers")
         time.sleep(0.5)
-        os.killpg(proc.pid, 9)  # the runner and its whole process group
-        proc.wait(timeout=30)
+        os.killpg(runner.proc.pid, 9)  # the runner and its whole process group
+        runner.proc.wait(timeout=30)
         _wait_for(lambda: containers_of(engine, run_dir) == [], 30, "the containers to be removed")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 @docker_only

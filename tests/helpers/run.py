@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -71,3 +73,54 @@ def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 300, env: dict | None
         timeout=timeout,
         env={**os.environ, "HYDRA_FULL_ERROR": "0", **(env or {})},
     )
+
+
+class LiveRunner:
+    """`python run.py ...` in a subprocess whose output is read as it comes (a full pipe never holds it up),
+    for tests that act on it while it runs (kill -9, Ctrl-C) and say what it printed when it did not get there."""
+
+    def __init__(self, args: list[str], env: dict | None = None, **popen):
+        self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, **popen)  # fmt: skip
+        self._lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self._lines)
+
+    def wait_for(self, pred, timeout: float, what: str, state=None) -> None:
+        """Until pred() holds; fails at once if the runner exits first, and at the timeout, with its output (and
+        what `state()` says then)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if pred():
+                return
+            if self.proc.poll() is not None:
+                self._reader.join(5)
+                raise AssertionError(f"the runner exited ({self.proc.returncode}) before {what}:\n{self.output}")
+            time.sleep(0.2)
+        seen = f" ({state()})" if state else ""
+        raise AssertionError(
+            f"timed out after {timeout:.0f} s waiting for {what}{seen}; the runner printed:\n{self.output}"
+        )
+
+    def end(self, sig: int, timeout: float = 60) -> tuple[int, str]:
+        """Send `sig` to the runner; (its exit code, all it printed)."""
+        self.proc.send_signal(sig)
+        self.proc.wait(timeout=timeout)
+        self._reader.join(10)
+        return self.proc.returncode, self.output
+
+    def __enter__(self) -> LiveRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
