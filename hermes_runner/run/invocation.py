@@ -50,7 +50,7 @@ from hermes_runner.tools import distributions
 from hermes_runner.tools.catalog import all_tools, stats_names, tool_names, toolset_names
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.usage import Usage
-from hermes_runner.util import gctune
+from hermes_runner.util import gctune, stacks
 from hermes_runner.util.redact import Redactor, redacting_logs
 
 log = logging.getLogger(__name__)
@@ -397,7 +397,7 @@ class Run:
                 return
 
     def install_signals(self) -> None:
-        """Ctrl-C / SIGTERM: the first stops gracefully, a second exits at once."""
+        """Ctrl-C / SIGTERM: the first stops gracefully, a second exits at once. SIGUSR1: where the run waits."""
 
         def on_signal(signum: int, frame: object) -> None:
             if self.interrupted:
@@ -412,11 +412,13 @@ class Run:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, on_signal)
+        stacks.install(lambda: self._loop)  # kill -USR1: where the run waits (util/stacks.py)
 
     @staticmethod
     def restore_signals() -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+        stacks.uninstall()
 
     # -- derived outputs -----------------------------------------------------------------
 

@@ -234,3 +234,31 @@ def test_prompt_timeout_shows_its_limit_not_the_sdk_trace(make_cfg, tmp_path, ru
     assert "model calls)" in fail["error"]
     tb = fail.get("traceback") or ""
     assert "CancelledError" not in tb and "openai" not in tb and "aiohttp" not in tb, tb
+
+
+def test_sigusr1_prints_where_the_run_waits_and_the_run_goes_on(server, tmp_path):
+    """`kill -USR1 <pid>` mid-run: every thread's stack and the tasks grouped by their awaits, on stderr;
+    the run then finishes as if nothing happened."""
+    import signal
+    import time
+
+    from tests.helpers.run import LiveRunner
+
+    server.latency = 1.5
+    rows = [{"prompt": f"p{i}"} for i in range(4)]
+    run_dir = tmp_path / "run"
+    args = base_overrides(server, tmp_path) + [
+        "run_name=usr1", f"hydra.run.dir={run_dir}", f"dataset_file={write_jsonl(tmp_path / 'd.jsonl', rows)}",
+        "num_workers=2", "distribution=terminal_only",
+    ]  # fmt: skip
+    with LiveRunner([PY, str(ROOT / "run.py"), *args], {**os.environ, "HYDRA_FULL_ERROR": "0"}) as runner:
+        runner.wait_for(lambda: server.in_flight >= 2, 60, "two model calls in flight")
+        runner.proc.send_signal(signal.SIGUSR1)
+        runner.wait_for(lambda: "in _complete" in runner.output, 10, "the task report")
+        time.sleep(0.2)
+        dump = runner.output
+        assert runner.proc.wait(timeout=60) == 0, runner.output
+    assert "Thread 0x" in dump and "(most recent call first)" in dump  # faulthandler: all threads
+    groups = dump.split("asyncio tasks: ", 1)[1]
+    assert re.search(r"^2 task\(s\) waiting at:\n(  .*\n)*  .*loop\.py:\d+ in _complete$", groups, re.M), groups
+    assert len(read_jsonl(run_dir / "trajectories.jsonl")) == 4
