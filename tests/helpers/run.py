@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -95,8 +96,8 @@ class LiveRunner:
         return "".join(self._lines)
 
     def wait_for(self, pred, timeout: float, what: str, state=None) -> None:
-        """Until pred() holds; fails at once if the runner exits first, and at the timeout, with its output (and
-        what `state()` says then)."""
+        """Until pred() holds; fails at once if the runner exits first, and at the timeout with what `state()` says
+        and the runner's output, ending with its SIGUSR1 report (its threads' stacks and tasks' awaits)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if pred():
@@ -106,6 +107,10 @@ class LiveRunner:
                 raise AssertionError(f"the runner exited ({self.proc.returncode}) before {what}:\n{self.output}")
             time.sleep(0.2)
         seen = f" ({state()})" if state else ""
+        self.proc.send_signal(signal.SIGUSR1)  # where it waits (hermes_runner/util/stacks.py), then the rest
+        end = time.monotonic() + 5
+        while "asyncio tasks:" not in self.output and self.proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.1)
         raise AssertionError(
             f"timed out after {timeout:.0f} s waiting for {what}{seen}; the runner printed:\n{self.output}"
         )
