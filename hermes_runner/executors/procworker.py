@@ -21,7 +21,7 @@ import sys
 
 from hermes_runner.executors.processes import Link, call_end
 from hermes_runner.model.base import CallHook, Completion
-from hermes_runner.util import gctune
+from hermes_runner.util import gctune, stacks
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,8 @@ async def serve(fd: int) -> None:
     from hermes_runner.config import as_container
     from hermes_runner.util.redact import Redactor, redacting_logs
 
+    loop = asyncio.get_running_loop()
+    stacks.install(lambda: loop)  # kill -USR1 <this worker's pid>: where it waits
     link = await Link.open(socket.socket(fileno=fd))
     _, spec = await link.recv()
     root = logging.getLogger()

@@ -252,7 +252,7 @@ def test_sigusr1_prints_where_the_run_waits_and_the_run_goes_on(server, tmp_path
         "num_workers=2", "distribution=terminal_only",
     ]  # fmt: skip
     with LiveRunner([PY, str(ROOT / "run.py"), *args], {**os.environ, "HYDRA_FULL_ERROR": "0"}) as runner:
-        runner.wait_for(lambda: server.in_flight >= 2, 60, "two model calls in flight")
+        runner.wait_for(lambda: len(server.requests) >= 2, 60, "two model calls in flight")
         runner.proc.send_signal(signal.SIGUSR1)
         runner.wait_for(lambda: "in _complete" in runner.output, 10, "the task report")
         time.sleep(0.2)

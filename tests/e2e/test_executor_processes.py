@@ -321,3 +321,23 @@ def test_the_response_cache_serves_every_worker(make_cfg, tmp_path, server):
     code, again = run_inprocess(make_cfg(*PROCS, *cache, dataset=ds), tmp_path / "two")
     assert code == 0 and len(server.requests) == 12  # not one call more
     assert again["prompts"]["ok"] == 6 and again["cache"]["hits"] == 12 and again["api_calls"] == 0
+
+
+def test_a_worker_answers_sigusr1_with_where_it_waits_and_goes_on(server, tmp_path):
+    from tests.helpers.run import LiveRunner
+
+    server.latency = 1.5
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}"} for i in range(4)])
+    run_dir = tmp_path / "run"
+    args = cli(server, tmp_path, ds, run_dir, "num_workers=4", "distribution=terminal_only")
+    with LiveRunner([sys.executable, str(ROOT / "run.py"), *args], {**os.environ, "HYDRA_FULL_ERROR": "0"}) as runner:
+        runner.wait_for(lambda: len(server.requests) >= 4, 120, "four model calls in flight")
+        workers = worker_pids(runner.proc.pid)
+        assert len(workers) == 2
+        os.kill(workers[0], signal.SIGUSR1)
+        runner.wait_for(lambda: "in _complete" in runner.output, 10, "the worker's task report")
+        assert runner.proc.wait(timeout=60) == 0, runner.output
+    report = runner.output.split("asyncio tasks: ", 1)[1]
+    assert report.startswith(("2\n", "3\n", "4\n")), report  # its two sessions (and its link to the runner)
+    assert "procworker.py" in runner.output  # faulthandler's stacks of the worker's threads
+    assert len(read_jsonl(run_dir / "trajectories.jsonl")) == 4
