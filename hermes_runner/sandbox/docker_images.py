@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import docker
-from docker.errors import ContainerError, DockerException, ImageNotFound
+from docker.errors import DockerException, ImageNotFound
 from docker.models.images import Image
 from docker.utils import parse_repository_tag
+from requests.exceptions import RequestException
 
 from hermes_runner.errors import SandboxError
 
@@ -23,6 +25,7 @@ echo @@end
 """
 PROBE_END = "@@end"
 PROBE_ATTEMPTS = 5  # an engine may return a just-exited container's output short (seen with rootless Podman)
+PROBE_WAIT_S = 60  # a trial run not ended by then is removed and tried again
 
 REGULAR_UIDS = range(1000, 65534)  # 65534 is `nobody`
 NOBODY = (65534, 65534)  # "auto" on an image without a regular user: never root
@@ -71,25 +74,16 @@ def probe(client: docker.DockerClient, image_id: str, workdir: str, labels: dict
     the trial runs again."""
     text = ""
     for _ in range(PROBE_ATTEMPTS):
-        try:
-            out = client.containers.run(
-                image_id, entrypoint=["/bin/sh", "-c", PROBE_SCRIPT, "probe"], command=[workdir], user="0:0",
-                network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-                labels=labels, remove=True, stdout=True, stderr=False,
-            )  # fmt: skip
-        except ContainerError as exc:
-            raise SandboxError(f"a trial run failed: {exc}") from exc
-        except DockerException as exc:
-            raise SandboxError(
-                f"cannot run /bin/sh in it (the terminal and file tools need a POSIX shell): {exc}"
-            ) from exc
+        out = _trial(client, image_id, workdir, labels)
+        if out is None:
+            continue
         text = out.decode(errors="replace")
         if PROBE_END in text.splitlines():
             break
     else:
         raise SandboxError(
             f"its trial run's output came back incomplete {PROBE_ATTEMPTS} times (the engine lost the end of "
-            f"the container's log): {text[-200:]!r}"
+            f"the container's log, or the run did not end within {PROBE_WAIT_S} s): {text[-200:]!r}"
         )
     passwd_text, _, dirs_text = text.partition("@@\n")
     found = DirInfo(False)
@@ -108,6 +102,39 @@ def parse_passwd(text: str) -> list[tuple[str, int, int]]:
         if len(parts) >= 4 and parts[2].isdigit() and parts[3].isdigit():
             users.append((parts[0], int(parts[2]), int(parts[3])))
     return users
+
+
+def _trial(client: docker.DockerClient, image_id: str, workdir: str, labels: dict[str, str]) -> bytes | None:
+    """One trial run: its stdout, or None when it did not end in time. Started, waited for, and only then its
+    log read whole (not `containers.run`, which follows the log: on Podman that stream may never end once
+    the container is gone, and the run hangs)."""
+    try:
+        c = client.containers.create(
+            image_id, entrypoint=["/bin/sh", "-c", PROBE_SCRIPT, "probe"], command=[workdir], user="0:0",
+            network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"], labels=labels,
+        )  # fmt: skip
+    except DockerException as exc:
+        raise SandboxError(f"cannot create a trial container: {exc}") from exc
+    try:
+        try:
+            c.start()
+        except DockerException as exc:
+            raise SandboxError(
+                f"cannot run /bin/sh in it (the terminal and file tools need a POSIX shell): {exc}"
+            ) from exc
+        try:
+            code = c.wait(timeout=PROBE_WAIT_S)["StatusCode"]
+        except RequestException:  # not ended in time: removed below, and tried again
+            return None
+        if code != 0:
+            err = c.logs(stdout=False, stderr=True).decode(errors="replace")
+            raise SandboxError(f"a trial run failed: exit status {code}: {err[-500:]}")
+        return c.logs(stdout=True, stderr=False)
+    except DockerException as exc:
+        raise SandboxError(f"a trial run failed: {exc}") from exc
+    finally:
+        with contextlib.suppress(DockerException, RequestException):
+            c.remove(v=True, force=True)
 
 
 def choose_user(setting: str | None, image_user: str, found: Probe) -> tuple[str | None, int | None, int | None]:

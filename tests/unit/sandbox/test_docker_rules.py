@@ -52,20 +52,41 @@ def test_output_cap_keeps_head_and_tail():
 
 
 class _CutLogEngine:
-    """`client.containers.run` of an engine whose log of a just-exited container loses its last line the
-    first `cut` times (rootless Podman races its log against the container's end): the probe's script
-    runs for real in /bin/sh, on a directory of this host."""
+    """The containers API of an engine whose log of a just-exited container loses its last line the first
+    `cut` times (rootless Podman races its log against the container's end), and whose first `stuck` runs
+    never end: the probe's script runs for real in /bin/sh, on a directory of this host."""
 
-    def __init__(self, cut: int):
-        self.cut, self.runs = cut, 0
+    def __init__(self, cut: int, stuck: int = 0):
+        self.cut, self.stuck, self.runs, self.removed = cut, stuck, 0, 0
         self.containers = self
 
-    def run(self, image, entrypoint, command, **_):
+    def create(self, image, entrypoint, command, **_):
+        return _Trial(self, [*entrypoint, *command])
+
+
+class _Trial:
+    def __init__(self, engine: _CutLogEngine, argv: list[str]):
+        self.engine, self.argv, self.out = engine, argv, b""
+
+    def start(self):
         import subprocess
 
-        self.runs += 1
-        out = subprocess.run([*entrypoint, *command], capture_output=True, check=True).stdout
-        return out.rsplit(b"\n", 2)[0] + b"\n" if self.runs <= self.cut else out
+        self.engine.runs += 1
+        self.out = subprocess.run(self.argv, capture_output=True, check=True).stdout
+
+    def wait(self, timeout):
+        from requests.exceptions import ReadTimeout
+
+        if self.engine.runs <= self.engine.stuck:
+            raise ReadTimeout(f"read timed out ({timeout} s)")
+        return {"StatusCode": 0}
+
+    def logs(self, stdout, stderr):
+        cut = self.engine.runs <= self.engine.stuck + self.engine.cut
+        return self.out.rsplit(b"\n", 2)[0] + b"\n" if cut else self.out
+
+    def remove(self, v, force):
+        self.engine.removed += 1
 
 
 def test_a_probe_whose_output_comes_back_cut_short_runs_again(tmp_path):
@@ -73,6 +94,14 @@ def test_a_probe_whose_output_comes_back_cut_short_runs_again(tmp_path):
     engine = _CutLogEngine(cut=2)
     found = probe(engine, "img", str(tmp_path), {})
     assert engine.runs == 3 and found.workdir == DirInfo(True, True, os.getuid(), os.getgid())
+    assert engine.removed == 3  # every trial container, also the ones whose output was cut
     assert any(uid == 0 for _, uid, _ in found.passwd)
     with pytest.raises(SandboxError, match="incomplete 5 times"):
         probe(_CutLogEngine(cut=99), "img", str(tmp_path), {})
+
+
+def test_a_probe_that_does_not_end_is_removed_and_runs_again(tmp_path):
+    """A trial run whose wait times out (an engine that never reports its end) does not hang the start."""
+    engine = _CutLogEngine(cut=0, stuck=2)
+    found = probe(engine, "img", str(tmp_path), {})
+    assert engine.runs == 3 and engine.removed == 3 and found.workdir.exists
