@@ -12,7 +12,6 @@ import asyncio
 import faulthandler
 import os
 import signal
-import sys
 from collections import Counter
 from collections.abc import Callable
 
@@ -46,26 +45,12 @@ def install(loop_of: Callable[[], asyncio.AbstractEventLoop | None]) -> None:
     def on_signal(signum: int, frame: object) -> None:
         loop = loop_of()
         if loop is not None and loop.is_running():
-            loop.call_soon_threadsafe(lambda: _write(task_report(loop)))
+            loop.call_soon_threadsafe(lambda: os.write(2, task_report(loop).encode()))  # fd 2: the process's stderr
 
     signal.signal(SIGNAL, on_signal)
-    faulthandler.register(SIGNAL, file=_stderr(), all_threads=True, chain=True)  # chained: on_signal runs after
+    faulthandler.register(SIGNAL, file=2, all_threads=True, chain=True)  # chained: on_signal runs after
 
 
 def uninstall() -> None:
     faulthandler.unregister(SIGNAL)
     signal.signal(SIGNAL, signal.SIG_DFL)
-
-
-def _stderr():
-    """The process's own stderr (fd 2), even where sys.stderr is a stand-in without a file descriptor."""
-    return sys.__stderr__ if sys.__stderr__ is not None else 2
-
-
-def _write(text: str) -> None:
-    out = _stderr()
-    if isinstance(out, int):
-        os.write(out, text.encode())
-    else:
-        out.write(text)
-        out.flush()

@@ -322,7 +322,7 @@ def test_interrupted_runner_leaves_no_container(engine, server, tmp_path, run_di
 
     with LiveRunner(_cli(server, tmp_path, run_dir, dataset), env) as runner:
         # both in-flight prompts have their container and run their (slow) command
-        runner.wait_for(lambda: min(sessions()) >= 2, 90, "two sessions", lambda: f"requests, containers: {sessions()}")
+        runner.wait_for(lambda: min(sessions()) >= 2, 60, "two sessions", lambda: f"requests, containers: {sessions()}")
         time.sleep(0.5)
         before = {c["Id"] for c in containers_of(engine, run_dir)}
         code, out = runner.end(signal.SIGKILL if how == "sigkill" else signal.SIGINT)
