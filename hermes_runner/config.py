@@ -819,16 +819,10 @@ def check_scorers(scorers: dict[str, ScorerConfig]) -> list[str]:
 
 
 def _template_problem(text: str | None, where: str) -> list[str]:
-    """[why] when `text` is not a valid Jinja template, else []."""
-    import jinja2
+    """[why] when `text` is not a valid template for the shared sandboxed environment (templating.py), else []."""
+    from hermes_runner.templating import problems  # here: runs without a template do not pay jinja2's import
 
-    if not text:
-        return []
-    try:
-        jinja2.Environment().parse(text)
-    except jinja2.TemplateSyntaxError as exc:
-        return [f"{where} is not a valid template: {exc.message} (line {exc.lineno})"]
-    return []
+    return problems(text, where) if text else []
 
 
 def _template_problems(template: str | None) -> list[str]:
@@ -837,13 +831,7 @@ def _template_problems(template: str | None) -> list[str]:
         return []
     if not template.strip():
         return ["dataset.prompt_template is empty (null: the prompt column as it is)"]
-    import jinja2  # here: runs without a template do not pay its import
-
-    try:
-        jinja2.Environment().parse(template)
-    except jinja2.TemplateSyntaxError as exc:
-        return [f"dataset.prompt_template is not a valid Jinja2 template (line {exc.lineno}: {exc.message})"]
-    return []
+    return _template_problem(template, "dataset.prompt_template")
 
 
 def closest(key: str, names: list[str]) -> str | None:

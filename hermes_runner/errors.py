@@ -21,6 +21,8 @@ Where each one goes (control flow):
     Refused                        tools.backends.egress          the egress proxy -> an HTTP error reply
     NotARunDir, ExportError        rundir.reader, trajectory      report / export commands -> an error message
                                    .export
+    TemplateRefused                templating.render (the         dataset.mapping -> the row goes to rejected.jsonl;
+                                   sandbox refused a template)    scorers -> the score record's `error`
 """
 
 from __future__ import annotations
@@ -171,6 +173,10 @@ class StorageFull(RunnerError):
             "kept, the unfinished ones run again. Make room (or fix the directory) and run the same command again.",
             exc.errno,
         )
+
+
+class TemplateRefused(RunnerError):
+    """The template sandbox refused what a user-written template does (reaching Python's internals)."""
 
 
 class ScoreError(RunnerError):

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 
 from hermes_runner.config import DatasetConfig
 from hermes_runner.dataset.base import Prompt, canonical_digest, id_digest
+from hermes_runner.errors import TemplateRefused
+from hermes_runner.templating import compile_template, environment, render
 
 # The columns each role is taken from when `dataset.fields` names none, in order of preference.
 DEFAULTS = {
@@ -16,6 +18,7 @@ DEFAULTS = {
     "target": ("target",),
     "verify": ("verify",),
 }
+TEMPLATE = "dataset.prompt_template"
 ROLES = {"user": "user", "human": "user", "assistant": "assistant", "gpt": "assistant", "system": "system"}
 
 
@@ -30,7 +33,7 @@ class Mapping:
         f = opts.fields
         self.explicit = {k: v for k, v in vars_of(f).items() if v is not None}
         self.id = f.id
-        self.template = _compile(opts.prompt_template) if opts.prompt_template else None
+        self.template = compile_template(opts.prompt_template, TEMPLATE) if opts.prompt_template else None
         self.template_vars = _variables(opts.prompt_template) if opts.prompt_template else set()
 
         # Per role: the candidate columns, and whether they were named (hot path: looked up once here).
@@ -99,7 +102,9 @@ class Mapping:
         import jinja2
 
         try:
-            text = self.template.render(**row)
+            text = render(self.template, TEMPLATE, row)
+        except TemplateRefused as exc:
+            raise RowError(str(exc)) from None
         except jinja2.UndefinedError as exc:
             raise RowError(f"dataset.prompt_template: {exc.message}") from None
         except Exception as exc:  # noqa: BLE001 - a filter on a value of the wrong type, ...: this row only
@@ -186,25 +191,9 @@ def _content(value: object, where: str) -> str:
     raise RowError(f"{where} content is not text (only strings and text parts are supported)")
 
 
-def _env():
-    from jinja2.sandbox import SandboxedEnvironment
-
-    return SandboxedEnvironment(undefined=_strict(), keep_trailing_newline=True, autoescape=False)
-
-
-def _strict():
-    import jinja2
-
-    return jinja2.StrictUndefined
-
-
-def _compile(template: str):
-    return _env().from_string(template)
-
-
 def _variables(template: str) -> set[str]:
     """The row columns a template reads (its undeclared variables)."""
     from jinja2 import meta
 
-    env = _env()
+    env = environment()
     return set(meta.find_undeclared_variables(env.parse(template))) - set(env.globals)

@@ -1,28 +1,19 @@
-"""Jinja templates of the scorers (verify commands, judge rubrics): strict about undefined names."""
+"""Jinja templates of the scorers (verify commands, judge rubrics): the shared sandboxed environment
+(hermes_runner/templating.py), strict about undefined names."""
 
 from __future__ import annotations
 
-import shlex
-from functools import lru_cache
-
-import jinja2
-
-from hermes_runner.errors import ConfigError, ScoreError
-
-_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
-_ENV.filters["quote"] = lambda v: shlex.quote(str(v))
-
-
-@lru_cache(maxsize=64)
-def compile_template(text: str, where: str) -> jinja2.Template:
-    try:
-        return _ENV.from_string(text)
-    except jinja2.TemplateSyntaxError as exc:
-        raise ConfigError(f"{where} is not a valid template: {exc.message} (line {exc.lineno})") from None
+from hermes_runner.errors import ScoreError, TemplateRefused
+from hermes_runner.templating import compile_template
+from hermes_runner.templating import render as render_template
 
 
 def render(text: str, where: str, **values: object) -> str:
+    import jinja2
+
     try:
-        return compile_template(text, where).render(**values)
+        return render_template(compile_template(text, where), where, values)
     except jinja2.UndefinedError as exc:
         raise ScoreError(f"{where}: {exc.message}") from None
+    except TemplateRefused as exc:
+        raise ScoreError(str(exc)) from None
