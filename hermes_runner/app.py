@@ -101,9 +101,17 @@ class SweepJobs(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
+        from hermes_runner.cli import check_run_name
+
         parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
         swept = [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
+        names = [config.get("run_name")]  # (the sweep dir's, and every job's: outputs/<run_name>/...)
+        for o in parsed:
+            if o.get_key_element().lstrip("+~") == "run_name":
+                values = o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()]
+                names += list(values)
         try:
+            check_run_name(config, names)
             sweep.check_sweep(swept, global_groups())
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -199,9 +207,34 @@ def entry() -> None:
         gctune.ended()
 
 
+_PLAIN_KEY = re.compile(r"[~+]{0,2}[A-Za-z0-9_.@/-]+")
+_GRAMMAR = set("'\"\\,[]{}()$")  # quoting, escapes, sweeps, lists, dicts, functions, interpolation
+
+
+def quote_unicode(argv: list[str]) -> list[str]:
+    """`run_name=ünï` as `run_name='ünï'`: Hydra's override grammar takes letters outside ASCII only in a quoted
+    value. A value that uses the grammar (quotes, sweeps, lists, `${...}`) is left as it is."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if (
+            eq
+            and value
+            and not value.isascii()
+            and _PLAIN_KEY.fullmatch(key)
+            and not _GRAMMAR.intersection(value)
+            and value == value.strip()
+        ):
+            arg = f"{key}='{value}'"
+        out.append(arg)
+    return out
+
+
 def _entry(argv: list[str]) -> None:
     if _listing(argv):
         return
+    if (quoted := quote_unicode(argv)) != argv:
+        argv = sys.argv[1:] = quoted
     _skip_hydra_probes()
     if _completion(argv):
         return
@@ -249,6 +282,11 @@ def one_line(exc: BaseException) -> str:
     text = first + (f": {_first_line(cause)}" if cause is not None and _first_line(cause) not in first else "")
     if "~" in text and ("Lexer" in text or "parsing override" in text):
         text += " (the override grammar refuses a bare ~: write $HOME/... or quote it, key='~/...')"
+    elif not text.isascii() and ("Lexer" in text or "parsing override" in text):
+        text += (
+            " (the override grammar takes characters outside ASCII only in quoted values: key='välue', and in a"
+            " sweep each value quoted, key='ä','ö'; option names are ASCII)"
+        )
     return text
 
 

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 from rich.console import Console
 
-from hermes_runner.config import DistributionConfig, RunConfig, as_container, check_keys
+from hermes_runner.config import DistributionConfig, RunConfig, as_container, check_keys, run_name_problem
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, JobNotStarted, RunDirBusy
 from hermes_runner.rundir.layout import REJECTED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.store import prelock
@@ -39,6 +39,7 @@ class RunDirGuard(Callback):
             return
         try:
             check_keys(config)  # `+num_worker=8`: refused before Hydra creates the run dir
+            check_run_name(config)  # `run_name=../../x`: the same
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             raise SystemExit(ExitCode.CONFIG) from None
@@ -53,6 +54,14 @@ class RunDirGuard(Callback):
             raise SystemExit(2) from None
         except OSError:
             return  # (the job reports what is wrong with the directory)
+
+
+def check_run_name(config: DictConfig, values: list[str] | None = None) -> None:
+    """ConfigError when the config's run_name (or one of `values`, a sweep's) is no plain directory name."""
+    names = values if values is not None else [OmegaConf.select(config, "run_name", default="", throw_on_missing=False)]
+    for name in names:
+        if name is not None and (why := run_name_problem(name)) is not None:
+            raise ConfigError(why)
 
 
 def load_distributions() -> list[DistributionConfig]:

@@ -591,7 +591,7 @@ class RunConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)  # how the rows are read and mapped
 
     dataset_file: str = MISSING  # a .jsonl/.json/.csv/.parquet file, a save_to_disk directory, or hf:<name>
-    run_name: str = MISSING
+    run_name: str = MISSING  # a directory name under the output root (`run_name_problem`): no /, not . or ..
     batch_size: int = 10
     num_workers: int = 4
     max_turns: int = 10
@@ -758,6 +758,19 @@ def select(container: Any, key: str) -> Any:
     return container
 
 
+def run_name_problem(name: object) -> str | None:
+    """Why `run_name` cannot name a run's directory under the output root (outputs/<run_name>), or None."""
+    name = str(name)
+    if not name.strip():
+        return "run_name is empty: name the run (outputs/<run_name> is its directory)"
+    if "/" in name or name in (".", "..") or any(ord(c) < 32 or c == "\x7f" for c in name):
+        return (
+            f"run_name {name!r} is not a plain directory name: it names outputs/<run_name>, so no /, no control "
+            "characters, not . or .. (to write elsewhere, set hydra.run.dir=<path>)"
+        )
+    return None
+
+
 def check(cfg: RunConfig) -> None:
     """Check every value rule before anything is created or started; raise ConfigError naming the keys."""
     problems = []
@@ -767,6 +780,8 @@ def check(cfg: RunConfig) -> None:
                 problems.append(f"{full} must be {rule}{' (or null)' if nullable else ''}, not {value}")
     if cfg.executor.backend != ExecutorKind.local and cfg.executor.processes not in (None, 0, 1):
         problems.append(f"executor.processes={cfg.executor.processes} applies to executor=local only (Ray has actors)")
+    if (why := run_name_problem(cfg.run_name)) is not None:
+        problems.append(why)
     if cfg.shard.count >= 1 and cfg.shard.index >= cfg.shard.count:
         problems.append(f"shard.index must be in [0, shard.count), got {cfg.shard.index}/{cfg.shard.count}")
     problems += _template_problems(cfg.dataset.prompt_template)

@@ -132,3 +132,36 @@ def test_missing_api_key_is_reported_before_any_call(server, tmp_path):
     )
     assert res.returncode == 2 and "HR_TEST_KEY_THAT_IS_NOT_SET" in res.stderr
     assert server.requests == []
+
+
+# -- issue 29: bad inputs get one line and exit 2, before anything is written ------------------------------
+
+
+def one_error_line(res) -> str:
+    """The one line a refused invocation prints (no traceback)."""
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), res.stderr[-2000:]
+    return lines[0]
+
+
+def test_a_run_name_outside_the_output_root_is_refused_before_anything_is_written(server, tmp_path):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
+    cwd = tmp_path / "a" / "b"
+    cwd.mkdir(parents=True)
+    common = [*base_overrides(server, tmp_path), f"dataset_file={ds}"]
+    for name in ("../../X", "/tmp/X", "..", ""):
+        line = one_error_line(run_cli(*common, f"run_name={name}", cwd=cwd))
+        assert "run_name" in line and ("not a plain directory name" in line or "empty" in line), line
+    line = one_error_line(run_cli("-m", *common, "run_name=ok,../../X", cwd=cwd))  # a sweep's jobs, the same
+    assert "'../../X' is not a plain directory name" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "d.jsonl"] and list(cwd.iterdir()) == []
+    assert server.requests == []
+
+
+def test_a_unicode_run_name_runs_as_typed(server, tmp_path):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
+    res = run_cli(*base_overrides(server, tmp_path), f"dataset_file={ds}", "run_name=ünï 日本", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (tmp_path / "outputs" / "ünï 日本" / "trajectories.jsonl").is_file()
+    line = one_error_line(run_cli(*base_overrides(server, tmp_path), f"dataset_file={ds}", "+ü=1", cwd=tmp_path))
+    assert "characters outside ASCII only in quoted values: key='välue'" in line

@@ -122,3 +122,18 @@ def test_as_container_is_what_omegaconf_gives(overrides: tuple[str, ...]):
         value = OmegaConf.select(slow, key)
         value = OmegaConf.to_container(value, enum_to_str=True) if OmegaConf.is_config(value) else value
         assert select(fast, key) == getattr(value, "value", value), key
+
+
+@pytest.mark.parametrize("name", ["../../x", "a/b", "/tmp/abs", "..", ".", "", "  ", "a\nb", "tab\there"])
+def test_a_run_name_that_is_no_plain_directory_name_is_refused(name):
+    from hermes_runner.config import run_name_problem
+
+    why = run_name_problem(name)
+    assert why is not None and why.startswith("run_name"), why
+
+
+@pytest.mark.parametrize("name", ["sample", "ünï", "日本語 run", "a..b", ".hidden", "x-1_2.3"])
+def test_plain_run_names_pass(name):
+    from hermes_runner.config import run_name_problem
+
+    assert run_name_problem(name) is None
