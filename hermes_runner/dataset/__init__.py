@@ -8,6 +8,8 @@ docs/datasets.md shows each.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,17 +27,19 @@ from hermes_runner.dataset.base import (
     system_text,
 )
 from hermes_runner.dataset.mapping import Mapping, RowError
-from hermes_runner.dataset.prefill import load_prefill
+from hermes_runner.dataset.prefill import MAX_PREFILL_BYTES, file_kind, load_prefill
 from hermes_runner.errors import ConfigError
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_PREFILL_BYTES",
     "OccurrenceCounter",
     "Prompt",
     "RawRow",
     "Reader",
     "Rejected",
     "canonical_digest",
+    "check_source",
     "check_mapping",
     "detect_format",
     "load_prefill",
@@ -69,6 +73,23 @@ def detect_format(source: str, opts: DatasetConfig) -> DatasetFormat:
     return EXTENSIONS.get(path.suffix.lower(), DatasetFormat.jsonl)
 
 
+def check_source(source: str | Path) -> Path:
+    """The path of a dataset that is a file (not hf:<name>), when it is a regular file or a directory
+    (ConfigError otherwise), found from its stat: a FIFO would block the read, a device never end it."""
+    path = Path(source)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ConfigError(f"dataset_file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"dataset_file {path} cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise ConfigError(
+            f"dataset_file {path} is {file_kind(mode)}: a dataset is a regular file or a save_to_disk directory"
+        )
+    return path
+
+
 def open_reader(source: str | Path, opts: DatasetConfig | None = None) -> Reader:
     """The reader of a dataset (ConfigError: not found, or not what its name or dataset.format says)."""
     opts = opts or DatasetConfig()
@@ -81,9 +102,7 @@ def open_reader(source: str | Path, opts: DatasetConfig | None = None) -> Reader
         if not name:
             raise ConfigError("dataset_file hf: names no dataset (hf:<owner>/<name>)")
         return hub_reader(name, opts)
-    path = Path(source)
-    if not path.exists():
-        raise ConfigError(f"dataset_file not found: {path}")
+    path = check_source(source)
     if fmt == DatasetFormat.arrow:
         from hermes_runner.dataset.hf import disk_reader
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import Failure, Outcome
 from hermes_runner.agent.worker import WorkerSpec
-from hermes_runner.config import RunConfig, as_container, check
-from hermes_runner.dataset import Prompt, load_prefill
+from hermes_runner.config import DatasetFormat, RunConfig, as_container, check
+from hermes_runner.dataset import Prompt, check_source, detect_format, load_prefill
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, RunDirBusy, StorageFull
 from hermes_runner.executors import Executor, Work, open_executor
 from hermes_runner.model.ratelimit import EndpointLimiter, Throttle
@@ -123,11 +123,13 @@ class Run:
 
     def prepare(self) -> Plan:
         cfg = self.cfg  # its values passed config.check before this Run was made
+        self.prefill = load_prefill(cfg.prefill_messages_file)  # the input files first: nothing said before
+        if detect_format(cfg.dataset_file, cfg.dataset) != DatasetFormat.hf:
+            check_source(cfg.dataset_file)
         check_model(cfg.model)  # conflicting model options stop here; a served file names the model
         distributions.validate(cfg.distribution, toolset_names())
         self.toolsets_dropped = tool_services.check_toolsets(cfg)
         self.fill = stats_names(set(cfg.distribution.toolsets) - set(self.toolsets_dropped))  # tool_stats keys
-        self.prefill = load_prefill(cfg.prefill_messages_file)
         try:
             self.store.lock()
         except RunDirBusy as exc:
