@@ -8,6 +8,7 @@ docs/datasets.md shows each.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -170,6 +171,7 @@ def read_prompts(
     mapping = Mapping(options)
     check_mapping(reader, mapping, str(path))
     counter = OccurrenceCounter()
+    first_line: dict[str, int] | None = {} if mapping.id else None  # id digest -> its row's position
     index = 0
     for raw in reader.rows():
         if max_samples is not None and index >= max_samples:
@@ -179,9 +181,24 @@ def read_prompts(
             on_reject(Rejected(raw.position, raw.reason or "unusable", raw.text, reader.unit))
         if prompt is None:
             continue
+        if first_line is not None:
+            _unique_id(first_line, prompt, raw, mapping.id, reader.unit, str(path))
         if index % shard_count == shard_index:
             yield prompt
         index += 1
+
+
+def _unique_id(first_line: dict[str, int], prompt: Prompt, raw: RawRow, field: str, unit: str, source: str) -> None:
+    """A second row with the id of an earlier one is a ConfigError naming both: an id is a prompt's identity,
+    and two rows sharing one would be paired with each other's trajectories once they swap places."""
+    digest = prompt.key.rsplit("-", 1)[0]
+    first = first_line.setdefault(digest, raw.position)
+    if first != raw.position:
+        value = json.dumps(raw.row[field], ensure_ascii=False)[:80]
+        raise ConfigError(
+            f"{source}: dataset.fields.id {field!r} is {value} in {unit} {first} and in {unit} {raw.position}: "
+            "ids must be unique (give the row another id, or remove the copy)"
+        )
 
 
 def _prompt(
@@ -200,6 +217,4 @@ def _prompt(
 
 
 def _row_text(row: dict) -> str:
-    import json
-
     return json.dumps(row, ensure_ascii=False, default=str)[:500]
