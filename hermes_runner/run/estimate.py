@@ -13,7 +13,7 @@ from hermes_runner.errors import ConfigError
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.model.retry import connection_refused
 from hermes_runner.model.serve import serving
-from hermes_runner.run.plan import Plan, pending
+from hermes_runner.run.plan import Plan
 from hermes_runner.rundir.stats import RunStats
 from hermes_runner.rundir.store import LedgerState
 from hermes_runner.sandbox import make_backend
@@ -116,6 +116,5 @@ async def dry_run(cfg: RunConfig, run_dir: Path, plan: Plan, state: LedgerState,
             lines.append(await probe(model))
         finally:
             await model.aclose()
-    chars = sum(len(p.prompt) for p, _ in pending(cfg, state, 0))
-    lines.append(describe(estimate(cfg, chars, plan.to_run, stats)))
+    lines.append(describe(estimate(cfg, plan.chars_to_run, plan.to_run, stats)))  # (counted by the plan)
     return "\n".join(lines)

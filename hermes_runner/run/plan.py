@@ -28,12 +28,13 @@ class Plan:
     rejected: int = 0
     changed: int = 0  # finished prompts whose row changed since (same id): kept, and noted in the ledger
     images: Counter = field(default_factory=Counter)
+    chars_to_run: int = 0  # characters of the prompts to run (the dry run's estimate)
     current_index: dict[str, int] = field(default_factory=dict)  # recorded (terminal or failed) key -> index now
 
 
-def _prompts(cfg: RunConfig, on_reject=None) -> Iterator[Prompt]:
-    """The prompts in scope, streamed: each row's `samples_per_prompt` samples one after the other."""
-    rows = read_prompts(
+def _rows(cfg: RunConfig, on_reject=None) -> Iterator[Prompt]:
+    """The rows in scope, streamed (each as its sample 0)."""
+    return read_prompts(
         cfg.dataset_file,
         options=cfg.dataset,
         max_samples=cfg.max_samples,
@@ -41,40 +42,56 @@ def _prompts(cfg: RunConfig, on_reject=None) -> Iterator[Prompt]:
         shard_count=cfg.shard.count,
         on_reject=on_reject,
     )
-    k = cfg.samples_per_prompt
-    for p in rows:
-        for sample in range(k):
-            yield p.for_sample(sample)
+
+
+def recorded_samples(state: LedgerState) -> dict[str, list[int]]:
+    """Row key -> the samples of it the ledger records (finished or failed): the plan counts the others
+    without making them (samples_per_prompt may be huge)."""
+    out: dict[str, list[int]] = {}
+    for key in (*state.terminal, *state.failed):
+        row, sep, sample = key.partition("~s")
+        out.setdefault(row, []).append(int(sample) if sep and sample.isdigit() else 0)
+    return out
 
 
 def make_plan(cfg: RunConfig, state: LedgerState, run_dir: Path, note: Callable[[dict], None] | None = None) -> Plan:
     """First pass over the dataset: what is done, what runs, which images are needed. `note` gets a
-    ledger note for each finished prompt whose row changed since it ran (rows with ids; None: dry run)."""
+    ledger note for each finished prompt whose row changed since it ran (rows with ids; None: dry run).
+
+    Samples are counted, not made: a row's samples the ledger does not record are `samples_per_prompt`
+    minus those it does, whatever k is."""
     plan = Plan()
     rejected: list[bytes] = []
+    k = cfg.samples_per_prompt
+    recorded = recorded_samples(state)
 
     def on_reject(r: Rejected) -> None:
         plan.rejected += 1
         log.warning("%s %s %d rejected: %s", cfg.dataset_file, r.unit, r.line, r.reason)
         rejected.append(dumps_line({r.unit: r.line, "reason": r.reason, "text": r.text}))
 
-    for p in _prompts(cfg, on_reject):
-        plan.total += 1
-        if p.key in state.terminal:
-            plan.done += 1
-            plan.current_index[p.key] = p.index
-            _check_changed(cfg, plan, state.terminal[p.key], p, note)
-            continue
-        if p.key in state.failed:
+    for row in _rows(cfg, on_reject):
+        plan.total += k
+        samples = sorted({s for s in recorded.get(row.key, ()) if s < k})
+        new = k - len(samples)
+        for sample in samples:
+            p = row.for_sample(sample)
+            if p.key in state.terminal:
+                plan.done += 1
+                plan.current_index[p.key] = p.index
+                _check_changed(cfg, plan, state.terminal[p.key], p, note)
+                continue
             plan.current_index[p.key] = p.index
             if _left_alone(cfg, state.failed[p.key]):
                 plan.skipped_failed += 1
                 continue
             plan.retry += 1
-        plan.to_run += 1
-        image = p.image or cfg.sandbox.image
-        if image:
-            plan.images[image] += 1
+            new += 1
+        plan.to_run += new
+        plan.chars_to_run += new * len(row.prompt)
+        image = row.image or cfg.sandbox.image
+        if image and new:
+            plan.images[image] += new
     atomic_write(run_dir / REJECTED, b"".join(rejected))
     if plan.changed:
         log.warning(
@@ -91,13 +108,15 @@ def make_plan(cfg: RunConfig, state: LedgerState, run_dir: Path, note: Callable[
 
 
 def pending(cfg: RunConfig, state: LedgerState, first_batch: int) -> Iterator[tuple[Prompt, int]]:
-    """Second pass: the prompts to run, each with the batch file it belongs to."""
+    """Second pass: the prompts to run, each with the batch file it belongs to, made one at a time."""
     i = 0
-    for p in _prompts(cfg):
-        if p.key in state.terminal or (p.key in state.failed and _left_alone(cfg, state.failed[p.key])):
-            continue
-        yield p, first_batch + i // cfg.batch_size
-        i += 1
+    for row in _rows(cfg):
+        for sample in range(cfg.samples_per_prompt):
+            p = row.for_sample(sample)
+            if p.key in state.terminal or (p.key in state.failed and _left_alone(cfg, state.failed[p.key])):
+                continue
+            yield p, first_batch + i // cfg.batch_size
+            i += 1
 
 
 def _check_changed(cfg: RunConfig, plan: Plan, ref: Ref, p: Prompt, note: Callable[[dict], None] | None) -> None:
