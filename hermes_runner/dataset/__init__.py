@@ -207,7 +207,7 @@ def _prompt(
     """The row's prompt with its identity, or None (rejected: told to `on_reject`)."""
     try:
         base = mapping.base_key(raw.row)
-        p = mapping.prompt(raw.row, index, "")
+        p = mapping.prompt(raw.row, index, "", raw.binary)
     except RowError as exc:
         if on_reject:
             on_reject(Rejected(raw.position, str(exc), raw.text or _row_text(raw.row), unit))

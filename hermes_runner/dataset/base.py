@@ -70,6 +70,7 @@ class RawRow:
     row: dict | None
     reason: str | None = None
     text: str = ""  # the start of an unusable row, for rejected.jsonl
+    binary: frozenset[str] = frozenset()  # columns of binary data that is not UTF-8 (kept as base64 text)
 
 
 class Reader(Protocol):
@@ -187,6 +188,17 @@ def jsonable(value: object) -> object:
     if isinstance(value, decimal.Decimal):
         return str(value)
     return str(value)
+
+
+def not_text(value: object) -> bool:
+    """Whether a binary value is not UTF-8 text (jsonable keeps it as base64)."""
+    if not isinstance(value, bytes):
+        return False
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def excerpt(raw: bytes | str, limit: int = 500) -> str:

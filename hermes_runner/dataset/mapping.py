@@ -62,11 +62,14 @@ class Mapping:
 
     # -- one row -----------------------------------------------------------------------------------------
 
-    def prompt(self, row: dict, index: int, key: str) -> Prompt:
-        """The row as a prompt (RowError: why it cannot be one); `key` is made by the caller from `base_key`."""
+    def prompt(self, row: dict, index: int, key: str, binary: frozenset[str] = frozenset()) -> Prompt:
+        """The row as a prompt (RowError: why it cannot be one); `key` is made by the caller from `base_key`.
+        `binary`: the row's columns of binary data that is not UTF-8 (a prompt made of one is refused)."""
         used: set[str] = set()
         messages = system = None
         if self.template is not None:
+            if found := sorted(binary & self.template_vars):
+                raise RowError(f"{found[0]!r} is binary data, not UTF-8 text: a prompt must be text")
             text = self._render(row)
         else:
             col = self.column("prompt", row)
@@ -78,7 +81,11 @@ class Mapping:
             if col not in row:
                 raise RowError(f"missing {col!r} (dataset.fields.prompt)")
             used.add(col)
+            if col in binary:
+                raise RowError(f"{col!r} is binary data, not UTF-8 text: a prompt must be text")
             text, messages, system = _prompt_value(row[col], col)
+        if "\x00" in text or "\x00" in (system or "") or any("\x00" in m["content"] for m in messages or ()):
+            raise RowError("the prompt holds a NUL character (\\u0000): a prompt must be text without NUL")
         image = self._text_field("image", row, used)
         cwd = self._text_field("cwd", row, used)
         target, verify = self._answer("target", row), self._answer("verify", row)

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from hermes_runner.config import DatasetFormat
-from hermes_runner.dataset.base import RawRow, jsonable
+from hermes_runner.dataset.base import RawRow, jsonable, not_text
 from hermes_runner.errors import ConfigError
 
 BATCH_ROWS = 1024  # rows decoded at a time: memory stays that of one batch
@@ -46,9 +46,17 @@ def use_system_pool() -> None:
 
 
 def batch_rows(batches: Iterable, start: int = 0) -> Iterator[RawRow]:
-    """The rows of pyarrow record batches as JSON-compatible dicts, numbered from start + 1."""
+    """The rows of pyarrow record batches as JSON-compatible dicts, numbered from start + 1; a binary
+    column's value that is not UTF-8 is named in the row's `binary` (a prompt must be text)."""
+    import pyarrow as pa
+
     n = start
     for batch in batches:
+        binary = [
+            f.name for f in batch.schema
+            if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type) or pa.types.is_fixed_size_binary(f.type)
+        ]  # fmt: skip
         for row in batch.to_pylist():
             n += 1
-            yield RawRow(n, {str(k): jsonable(v) for k, v in row.items()})
+            bad = frozenset(str(c) for c in binary if not_text(row[c])) if binary else frozenset()
+            yield RawRow(n, {str(k): jsonable(v) for k, v in row.items()}, binary=bad)
