@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,9 +18,9 @@ from rich.console import Console
 
 from hermes_runner.config import DistributionConfig, RunConfig, as_container, check_keys, run_name_problem
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, JobNotStarted, RunDirBusy
-from hermes_runner.rundir.layout import REJECTED, STATISTICS, TRAJECTORIES
-from hermes_runner.rundir.store import prelock
-from hermes_runner.util.console import FILE_ONLY
+from hermes_runner.rundir.layout import HYDRA_DIR, REJECTED, STATISTICS, TRAJECTORIES
+from hermes_runner.rundir.store import abandon_prelock, prelock
+from hermes_runner.util.console import FILE_ONLY, file_handlers
 from hermes_runner.util.redact import Redactor
 
 if TYPE_CHECKING:  # (imported where used: a listing or --help loads no agent, model, report or dataset code)
@@ -31,8 +32,9 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
 class RunDirGuard(Callback):
-    """Takes the run dir's lock before Hydra writes `.hydra/` and the job log into it, so a second runner of
-    a live run is refused without touching that run's directory (exit 2)."""
+    """Takes the run dir's lock before Hydra makes it, so a second runner of a live run is refused without
+    touching that run's directory (exit 2). Hydra writes no `.hydra/` (hydra.output_subdir is null) and run.log
+    waits: `accept_run_dir` writes both once the run's checks of its directory passed."""
 
     def on_run_start(self, config: DictConfig, **kwargs: object) -> None:
         if config.get("list_distributions"):
@@ -236,22 +238,56 @@ def _run_job(dcfg: DictConfig) -> int:
     if dcfg.get("list_distributions"):
         from hermes_runner.tools import distributions
 
+        accept_run_dir(dcfg)  # (a listing refuses no directory: Hydra's files as before)
         console.print(distributions.describe(load_distributions()), markup=False)
         return 0
     try:
         check_keys(dcfg)
         cfg: RunConfig = OmegaConf.to_object(dcfg)
-    except ConfigError as exc:
-        log.error("%s", exc)
-        return ExitCode.CONFIG
-    except MissingMandatoryValue as exc:
-        log.error("missing a required option: %s (set it on the command line, e.g. %s=...)", exc.full_key, exc.full_key)
+    except (ConfigError, MissingMandatoryValue) as exc:
+        if isinstance(exc, MissingMandatoryValue):
+            log.error(
+                "missing a required option: %s (set it on the command line, e.g. %s=...)", exc.full_key, exc.full_key
+            )
+        else:
+            log.error("%s", exc)
+        refuse_run_dir(multirun=HydraConfig.get().mode == RunMode.MULTIRUN)
+        abandon_prelock(Path(HydraConfig.get().runtime.output_dir))
         return ExitCode.CONFIG
     hc = HydraConfig.get()
     overrides = list(hc.overrides.task)
     redact = Redactor.from_sources(OmegaConf.to_container(dcfg, resolve=False), overrides, as_container(cfg))
-    code, _ = run_and_print(cfg, Path(hc.runtime.output_dir), overrides, console, redact)
+    accepted = False
+
+    def accept() -> None:
+        nonlocal accepted
+        accepted = True
+        accept_run_dir(dcfg)
+
+    code, _ = run_and_print(cfg, Path(hc.runtime.output_dir), overrides, console, redact, on_accept=accept)
+    if not accepted:
+        refuse_run_dir(multirun=hc.mode == RunMode.MULTIRUN)
     return code
+
+
+def accept_run_dir(dcfg: DictConfig) -> None:
+    """The run dir is the run's (its checks passed): write what Hydra was kept from writing before (`.hydra/`,
+    hydra.output_subdir is null) and open run.log (util/console.DeferredFileHandler) with what waited."""
+    hc = HydraConfig.get()
+    where = Path(hc.runtime.output_dir) / HYDRA_DIR
+    where.mkdir(parents=True, exist_ok=True)
+    saved = {"config.yaml": dcfg, "hydra.yaml": HydraConfig.instance().cfg, "overrides.yaml": hc.overrides.task}
+    for name, node in saved.items():
+        (where / name).write_text(OmegaConf.to_yaml(node), encoding="utf-8")
+    for handler in file_handlers():
+        handler.open()
+
+
+def refuse_run_dir(multirun: bool) -> None:
+    """The run refused its dir (or its config) before using it: run.log gets nothing of it, but for a sweep's job,
+    whose log the sweep's error points at (`_not_started`)."""
+    for handler in file_handlers():
+        handler.open() if multirun else handler.discard()
 
 
 def run_and_print(
@@ -260,14 +296,20 @@ def run_and_print(
     overrides: list[str] | None = None,
     console: Console | None = None,
     redact: Redactor | None = None,
+    on_accept: Callable[[], None] | None = None,
 ) -> tuple[int, dict | None]:
-    """`run.execute_run`, printed: the plan, the dry run or the summary and the report; (exit code, statistics)."""
+    """`run.execute_run`, printed: the plan, the dry run or the summary and the report; (exit code, statistics).
+    `on_accept` is called once the run has accepted its directory (before the plan is printed)."""
     from hermes_runner.run import invocation
 
     console = console or Console(soft_wrap=True)
-    result = invocation.execute_run(
-        cfg, run_dir, overrides, redact, on_plan=lambda plan: print_plan(console, cfg, plan, run_dir)
-    )
+
+    def on_plan(plan: Plan) -> None:
+        if on_accept is not None:
+            on_accept()
+        print_plan(console, cfg, plan, run_dir)
+
+    result = invocation.execute_run(cfg, run_dir, overrides, redact, on_plan=on_plan)
     print_result(console, result, run_dir, results_table=cfg.results_table, retry_failed=cfg.retry_failed)
     return result.code, result.stats
 

@@ -41,6 +41,7 @@ from hermes_runner.rundir.store import (
     LedgerState,
     Ref,
     RunStore,
+    abandon_prelock,
     dumps_line,
     remove_stale_temps,
 )
@@ -131,12 +132,14 @@ class Run:
         self.toolsets_dropped = tool_services.check_toolsets(cfg)
         self.fill = stats_names(set(cfg.distribution.toolsets) - set(self.toolsets_dropped))  # tool_stats keys
         try:
-            self.store.lock()
+            self.store.lock(claim=False)
         except RunDirBusy as exc:
             raise ConfigError(f"{exc}: one run directory takes one runner at a time") from None
-        remove_stale_temps(self.dir)
+        # The directory's checks, before anything in it changes: a refused directory stays as it was.
         adopted = hermes_import.adopt(cfg, self.dir, write=not cfg.dry_run)  # a run dir of the original Hermes runner
         self.invocation = open_run(cfg, self.dir, self.toolsets_dropped, self.redact)
+        self.store.claim()  # the directory is the run's
+        remove_stale_temps(self.dir)
         self.state = self.store.load(on_record=self.stats.add)
         if cfg.dry_run:
             hermes_import.preview(self.state, adopted, self.stats.add)
@@ -500,12 +503,18 @@ def execute_run(
             check(cfg)  # before anything is created
         except ConfigError as exc:
             log.error("%s", exc)
+            abandon_prelock(run_dir)  # (the CLI took the dir's lock before the job: it leaves no trace)
             return InvocationResult(ExitCode.CONFIG)
         run = Run(cfg, run_dir, overrides, redact)
+        result = None
         try:
-            return _invocation(run, cfg, run_dir, overrides or [], on_plan)
+            result = _invocation(run, cfg, run_dir, overrides or [], on_plan)
+            return result
         finally:
-            run.store.unlock()
+            if result is not None and result.code == ExitCode.CONFIG and result.plan is None:
+                run.store.abandon()  # refused before its plan: the directory is as it was
+            else:
+                run.store.unlock()
 
 
 def _invocation(

@@ -233,7 +233,7 @@ class CallLog:
             self.unrecorded_errors += not recorded
 
 
-_PRELOCKED: dict[str, int] = {}  # run dir -> lock fd taken before the run dir was written (see `prelock`)
+_PRELOCKED: dict[str, tuple[int, list[Path]]] = {}  # run dir -> (lock fd, what taking it created): see `prelock`
 
 
 def _take_lock(run_dir: Path) -> int:
@@ -248,13 +248,26 @@ def _take_lock(run_dir: Path) -> int:
     return fd
 
 
+def _make_and_lock(run_dir: Path) -> tuple[int, list[Path]]:
+    """Make the run dir (and its parents) and take its lock: (lock fd, the paths this created, deepest first)."""
+    made = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock_made = not (run_dir / LOCK).exists()
+    fd = _take_lock(run_dir)
+    return fd, ([run_dir / LOCK] if lock_made else []) + made
+
+
 def prelock(run_dir: Path) -> None:
-    """Take a run dir's lock early (before Hydra writes `.hydra/` into it); `RunStore.lock` adopts it."""
+    """Take a run dir's lock early (before Hydra writes into it); `RunStore.lock` adopts it."""
     run_dir = Path(run_dir)
     key = str(run_dir.resolve())
     if key not in _PRELOCKED:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        _PRELOCKED[key] = _take_lock(run_dir)
+        _PRELOCKED[key] = _make_and_lock(run_dir)
+
+
+def abandon_prelock(run_dir: Path) -> None:
+    """The run refused its config before it made its store: undo `prelock` (see `RunStore.abandon`)."""
+    RunStore(run_dir).abandon()
 
 
 class RunStore:
@@ -262,7 +275,7 @@ class RunStore:
 
     def __init__(self, run_dir: Path):
         self.dir = Path(run_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self._made: list[Path] = []  # what taking the dir created (the dir, its .lock): `abandon` removes it
         self._lock_fd = -1
         self._batches: dict[int, AppendLog] = {}
         self._closing: list[AppendLog] = []  # finished batch files, fsynced and closed by the next sync
@@ -275,19 +288,34 @@ class RunStore:
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()  # one sync at a time (the background one and the final one)
 
-    def lock(self) -> None:
-        """Take the run directory for this process (released when the process ends, even by kill -9)."""
-        fd = _PRELOCKED.pop(str(self.dir.resolve()), None)
-        if fd is None:
-            fd = _take_lock(self.dir)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
-        self._lock_fd = fd
+    def lock(self, claim: bool = True) -> None:
+        """Take the run directory for this process (released when the process ends, even by kill -9); `claim`:
+        write this pid into the lock file now (False: `claim()` does, once the directory's checks passed)."""
+        self._lock_fd, self._made = _PRELOCKED.pop(str(self.dir.resolve()), None) or _make_and_lock(self.dir)
+        if claim:
+            self.claim()
+
+    def claim(self) -> None:
+        """Say in the lock file who holds the directory (a refused runner says nothing there)."""
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, f"pid {os.getpid()}\n".encode(), 0)
 
     def unlock(self) -> None:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
+
+    def abandon(self) -> None:
+        """The run refused its directory: remove what taking it created (its .lock, the dir itself when empty),
+        holding the lock, so the directory is as it was; then unlock. (A lock `prelock` took and the store did
+        not adopt yet is undone the same way.)"""
+        if self._lock_fd < 0 and (taken := _PRELOCKED.pop(str(self.dir.resolve()), None)) is not None:
+            self._lock_fd, self._made = taken
+        for path in self._made if self._lock_fd >= 0 else ():
+            with contextlib.suppress(OSError):  # (a dir something else wrote into stays)
+                path.unlink() if path.name == LOCK else path.rmdir()
+        self._made = []
+        self.unlock()
 
     # -- loading -------------------------------------------------------------------
 

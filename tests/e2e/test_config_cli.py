@@ -140,7 +140,8 @@ def test_missing_api_key_is_reported_before_any_call(server, tmp_path):
 def one_error_line(res) -> str:
     """The one line a refused invocation prints (no traceback)."""
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), res.stderr[-2000:]
+    assert res.returncode == 2 and len(lines) == 1, res.stderr[-2000:]
+    assert lines[0].startswith("error: ") or "[ERROR] " in lines[0], lines  # (before the job, or the job's log)
     return lines[0]
 
 
@@ -165,3 +166,32 @@ def test_a_unicode_run_name_runs_as_typed(server, tmp_path):
     assert (tmp_path / "outputs" / "ünï 日本" / "trajectories.jsonl").is_file()
     line = one_error_line(run_cli(*base_overrides(server, tmp_path), f"dataset_file={ds}", "+ü=1", cwd=tmp_path))
     assert "characters outside ASCII only in quoted values: key='välue'" in line
+
+
+def snapshot(root) -> dict:
+    """Every path under `root` with its bytes (None: a directory)."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes() for p in sorted(root.rglob("*"))}
+
+
+def test_a_refused_run_dir_is_left_byte_identical(server, tmp_path):
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
+    common = [*base_overrides(server, tmp_path), f"dataset_file={ds}"]
+    foreign = tmp_path / "outputs" / "foreign"  # not a run of ours: the original runner's files, unreadable
+    foreign.mkdir(parents=True)
+    (foreign / "batch_0.jsonl").write_text("not json\n")
+    (foreign / "run.log").write_text("someone else's log\n")
+    before = snapshot(foreign)
+    res = run_cli(*common, "run_name=foreign", cwd=tmp_path)
+    assert res.returncode == 2 and "is not JSON" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert snapshot(foreign) == before  # no .hydra/, no .lock, nothing appended to its run.log
+
+    assert run_cli(*common, "run_name=mine", cwd=tmp_path).returncode == 0
+    mine = tmp_path / "outputs" / "mine"
+    assert {".hydra", "run.log", ".lock"} <= {p.name for p in mine.iterdir()}
+    before = snapshot(mine)
+    res = run_cli(*common, "run_name=mine", "resume=false", "seed=3", cwd=tmp_path)
+    assert res.returncode == 2 and "resume=false" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert snapshot(mine) == before  # its .hydra/ still the config it ran with
+    line = one_error_line(run_cli(*common, "run_name=new", "fsync_interval_s=0", cwd=tmp_path))
+    assert "fsync_interval_s must be > 0" in line
+    assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["foreign", "mine"]
