@@ -207,7 +207,7 @@ def entry() -> None:
         gctune.ended()
 
 
-_PLAIN_KEY = re.compile(r"[~+]{0,2}[A-Za-z0-9_.@/-]+")
+_PLAIN_KEY = re.compile(r"[~+]{0,2}[A-Za-z_][A-Za-z0-9_.@/-]*")  # (not a --flag=value)
 _GRAMMAR = set("'\"\\,[]{}()$")  # quoting, escapes, sweeps, lists, dicts, functions, interpolation
 
 

@@ -17,6 +17,7 @@ from hermes_runner.app import quote_unicode
         ("run_name=ä,ö", "run_name=ä,ö"),  # a sweep: the user quotes each value (the error says how)
         ("run_name=${oc.env:ü}", "run_name=${oc.env:ü}"),
         ("--multirun", "--multirun"),
+        ("--config-dir=/tmp/ü", "--config-dir=/tmp/ü"),  # (a flag: argparse takes it as it is)
         ("ü=1", "ü=1"),  # an option name is ASCII: Hydra's error is told with how to quote
     ],
 )
