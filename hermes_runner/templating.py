@@ -2,9 +2,9 @@
 rubrics): sandboxed (jinja2's ImmutableSandboxedEnvironment), strict about undefined names.
 
 A template is checked when the config is (`problems`): a syntax error, or an attribute or item whose name
-starts with `_` (`''.__class__`, `cycler.__init__.__globals__`: how a template reaches Python's internals), is
-a config error before anything runs. The sandbox refuses the same at render time (`TemplateRefused`), whatever
-way the name was built. (The report's own HTML templates ship with the package and are not user-written.)
+starts with `__` (`''.__class__`, `cycler.__init__.__globals__`: how a template reaches Python's internals), is
+a config error before anything runs. The sandbox refuses those and any other unsafe access at render time
+(`TemplateRefused`), whatever way the name was built; a row's own column `_id` (`{{ row._id }}`) stays readable. (The report's own HTML templates ship with the package and are not user-written.)
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def environment() -> jinja2.Environment:
 
 
 def problems(text: str, where: str) -> list[str]:
-    """[why] when `text` is not a valid template or reaches for a `_` name, else []."""
+    """[why] when `text` is not a valid template or reaches for a `__` name, else []."""
     import jinja2
     from jinja2 import nodes
 
@@ -41,9 +41,9 @@ def problems(text: str, where: str) -> list[str]:
         return [f"{where} is not a valid template: {exc.message} (line {exc.lineno})"]
     for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
         name = node.attr if isinstance(node, nodes.Getattr) else getattr(node.arg, "value", None)
-        if isinstance(name, str) and name.startswith("_"):
+        if isinstance(name, str) and name.startswith("__"):
             return [
-                f"{where} (line {node.lineno}) reads {name!r}: a template may not use names that start with _ "
+                f"{where} (line {node.lineno}) reads {name!r}: a template may not use names that start with __ "
                 "(templates are sandboxed; use the row's fields, e.g. {{ row.field }})"
             ]
     return []
@@ -51,7 +51,7 @@ def problems(text: str, where: str) -> list[str]:
 
 @lru_cache(maxsize=64)
 def compile_template(text: str, where: str) -> jinja2.Template:
-    """The template in the shared environment (ConfigError: not valid, or reaching for `_` names)."""
+    """The template in the shared environment (ConfigError: not valid, or reaching for `__` names)."""
     if found := problems(text, where):
         raise ConfigError(found[0])
     return environment().from_string(text)

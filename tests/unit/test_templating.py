@@ -37,10 +37,10 @@ def test_a_template_that_reaches_for_internals_is_a_config_error(text):
     judge = ScorerConfig(kind=ScorerKind.judge)
     judge.judge.rubric = text
     found = check_scorers({"v": cfg, "j": judge})
-    assert len(found) == 2 and all("may not use names that start with _" in p for p in found), found
+    assert len(found) == 2 and all("may not use names that start with __" in p for p in found), found
     assert "scorers.v.verify.command (line 1) reads" in found[0]
     assert "scorers.j.judge.rubric" in found[1]
-    with pytest.raises(ConfigError, match="dataset.prompt_template .*start with _"):
+    with pytest.raises(ConfigError, match="dataset.prompt_template .*start with __"):
         Mapping(DatasetConfig(prompt_template=text))
 
 
@@ -62,3 +62,4 @@ def test_every_user_template_is_rendered_by_the_one_sandboxed_environment():
     assert Mapping(DatasetConfig(prompt_template="{{ a }}")).template.environment is environment()
     assert render("echo {{ row.p | quote }}", "w", row={"p": "a b"}) == "echo 'a b'"
     assert verify("test {{ row.n }} = 3").command({"n": 3}) == "test 3 = 3"
+    assert verify("echo {{ row._id }} {{ row['_rev'] }}").command({"_id": 7, "_rev": 2}) == "echo 7 2"  # columns
