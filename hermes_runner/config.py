@@ -846,6 +846,14 @@ def _template_problems(template: str | None) -> list[str]:
         return []
     if not template.strip():
         return ["dataset.prompt_template is empty (null: the prompt column as it is)"]
+    import jinja2
+
+    from hermes_runner.templating import environment
+
+    try:
+        environment().parse(template)
+    except jinja2.TemplateSyntaxError as exc:
+        return [f"dataset.prompt_template is not a valid Jinja2 template (line {exc.lineno}: {exc.message})"]
     return _template_problem(template, "dataset.prompt_template")
 
 
