@@ -195,3 +195,17 @@ def test_a_refused_run_dir_is_left_byte_identical(server, tmp_path):
     line = one_error_line(run_cli(*common, "run_name=new", "fsync_interval_s=0", cwd=tmp_path))
     assert "fsync_interval_s must be > 0" in line
     assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["foreign", "mine"]
+
+
+@pytest.mark.timeout(120)  # (a FIFO opened for reading blocked the run for good)
+def test_a_fifo_or_a_device_as_input_is_one_line_and_leaves_no_run_dir(server, tmp_path):
+    import os
+
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "p"}])
+    os.mkfifo(tmp_path / "pipe")
+    common = [*base_overrides(server, tmp_path), "run_name=r"]
+    line = one_error_line(run_cli(*common, f"dataset_file={tmp_path / 'pipe'}", cwd=tmp_path))
+    assert "is a FIFO: a dataset is a regular file or a save_to_disk directory" in line
+    res = run_cli(*common, f"dataset_file={ds}", "prefill_messages_file=/dev/zero", cwd=tmp_path)
+    assert "/dev/zero is not a regular file (a character device)" in one_error_line(res)
+    assert not (tmp_path / "outputs").exists() and server.requests == []
