@@ -238,14 +238,20 @@ _PRELOCKED: dict[str, tuple[int, list[Path]]] = {}  # run dir -> (lock fd, what 
 
 def _take_lock(run_dir: Path) -> int:
     """flock `run_dir/.lock` for this process, writing nothing else; RunDirBusy when a live process holds it."""
-    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
-        raise RunDirBusy(f"{run_dir} is in use by {holder}") from None
-    return fd
+    while True:
+        fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunDirBusy(f"{run_dir} is in use by {holder}") from None
+        try:
+            if os.stat(run_dir / LOCK).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # a refused runner removed the file it had made (`abandon`) after we opened it: again
 
 
 def _make_and_lock(run_dir: Path) -> tuple[int, list[Path]]:

@@ -57,3 +57,32 @@ def test_append_log_gives_offsets_and_repairs_on_open(tmp_path):
     path.write_bytes(path.read_bytes() + b"thr")
     AppendLog(path).close()
     assert path.read_bytes() == b"one\ntwo\n"
+
+
+def test_a_refused_run_leaves_its_dir_as_it_was_and_a_lock_taken_meanwhile_is_real(tmp_path, monkeypatch):
+    import fcntl
+    import os
+
+    from hermes_runner.rundir import store as store_mod
+    from hermes_runner.rundir.layout import LOCK
+
+    run_dir = tmp_path / "outputs" / "r"
+    refused = RunStore(run_dir)
+    refused.lock(claim=False)
+    assert (run_dir / LOCK).read_bytes() == b""  # (no pid before the dir's checks passed)
+    refused.abandon()
+    assert not (tmp_path / "outputs").exists()  # the dirs and the .lock it made are gone
+
+    run_dir.mkdir(parents=True)
+    flock, calls = fcntl.flock, []
+
+    def racing_flock(fd, op):  # the refuser removes the .lock between our open and our flock
+        if not calls:
+            os.unlink(run_dir / LOCK)
+        calls.append(fd)
+        return flock(fd, op)
+
+    monkeypatch.setattr(store_mod.fcntl, "flock", racing_flock)
+    fd = store_mod._take_lock(run_dir)
+    assert len(calls) == 2 and os.fstat(fd).st_ino == os.stat(run_dir / LOCK).st_ino  # locked the file that is there
+    os.close(fd)
