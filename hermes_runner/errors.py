@@ -15,6 +15,9 @@ Where each one goes (control flow):
     PromptTimeout, ImageUnavailable,
     SandboxError                   agent.session, sandbox/        agent.session -> the prompt fails (ledger)
                                    (retry.max_attempts retries these in-run, but ImageUnavailable)
+    ContainerNotRemoved            sandbox.docker (the prompt's   agent.session -> the prompt fails (ledger,
+      (a SandboxError)             container's removal failed:    log), exit 1; a later run's start reaps
+                                   its processes were killed)     what is left
     ToolError (+BlockedURL)        tools/                         agent.loop -> the message is the tool result
     ScoreError (and any exception  score/ (a scorer)              score.Scorers -> the score record's `error`
       of a scorer)                                                (value 0); the trajectory is kept as usual
@@ -75,6 +78,11 @@ class Refused(RunnerError):
 
 class SandboxError(RunnerError):
     """The sandbox itself failed (could not start, died); the prompt fails."""
+
+
+class ContainerNotRemoved(SandboxError):
+    """A prompt's container could not be removed: its processes were killed from the host instead (the message
+    says how many, and what is left); the prompt fails, so the run ends with exit code 1."""
 
 
 class ModelCallError(RunnerError):
