@@ -197,6 +197,10 @@ class DockerSandboxOptions:
     pool_size: int = 2  # containers started ahead per (image, working dir); each serves one prompt
     max_lifetime_s: int = 86_400  # a container left behind by a killed runner exits after this long
     exec_mode: DockerExecMode = DockerExecMode.shell  # shell | exec: how each tool call reaches the container
+    # The run refuses to start when the engine or these options leave a prompt's processes, memory or disk
+    # unbounded (docs/docker.md#what-bounds-a-prompt): no mem_limit, read_only=false, a tmpfs without size=,
+    # a writable bind in `volumes`, an engine without cgroup limits. true: run anyway, with a warning.
+    allow_unbounded: bool = False
 
 
 @dataclass

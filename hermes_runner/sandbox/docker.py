@@ -27,14 +27,15 @@ from typing import Any
 import docker
 from docker.errors import DockerException, NotFound
 from docker.models.images import Image
-from docker.types import Mount
+from docker.types import LogConfig, Ulimit
 
 from hermes_runner.config import DockerExecMode, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError
 from hermes_runner.sandbox import docker_exec, docker_orphans, docker_watchdog
 from hermes_runner.sandbox.base import ExecResult, OutputCap
-from hermes_runner.sandbox.docker_images import DirInfo, Probe, choose_user, find_image, probe
+from hermes_runner.sandbox.cgroups import parse_size
+from hermes_runner.sandbox.docker_images import Probe, choose_user, find_image, probe
 from hermes_runner.sandbox.docker_pool import WarmPool
 from hermes_runner.sandbox.docker_shell import DIED, Shell, ShellDied, usable_path
 
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 API_TIMEOUT_S = 120
 KILL_GRACE_S = 10.0  # after a timeout: how long the killed command's output may take to end
 MAX_READ_BYTES = 64 * 1024 * 1024
-MAX_PENDING_REMOVALS = 8  # beyond this, a prompt waits for its container's removal
+BOUNDS_DOC = "docs/docker.md#what-bounds-a-prompt"
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ class Spec:
     image: str  # image id
     workdir: str
     user: str | None
-    mounts: tuple[tuple[str, str], ...]  # (path, "volume" | tmpfs options) for the working dir
+    tmpfs: tuple[tuple[str, str], ...]  # (path, tmpfs options): the working dir, the image's VOLUMEs
+    copies: tuple[str, ...] = ()  # tmpfs paths the image's content there is copied into after the start
 
 
 class DockerSandbox:
@@ -215,6 +217,8 @@ class DockerBackend:
         self._lock = threading.Lock()
         self._closing = False
         self._watchdog: docker_watchdog.Watchdog | None = None
+        self.no_cgroups = ""  # why the engine sets no cgroup limits ("": it does); known after start()
+        self.userns: str | None = None  # the UsernsMode giving each container a uid range of its own, if needed
 
     @property
     def api(self) -> docker.APIClient:
@@ -250,12 +254,50 @@ class DockerBackend:
         )
 
     def check_engine(self) -> None:
-        """Refuse (ConfigError) or warn about an engine that cannot give the configured isolation (blocking)."""
+        """Learn whether the engine sets cgroup limits (blocking); then `check_bounds`."""
+        info = self.client.info()
+        missing = [k for k in ("MemoryLimit", "PidsLimit") if info.get(k) is False]
+        if missing:
+            self.no_cgroups = f"the engine reports no {' and no '.join(missing)} support (docker info)"
+        self.check_bounds()
+
+    def check_bounds(self) -> None:
+        """Refuse (ConfigError) a run whose prompts' processes, memory or disk nothing bounds, unless allowed."""
+        problems = self.unbounded()
+        if not problems:
+            return
+        text = f"sandbox.backend={self.engine} cannot bound each prompt's {'; '.join(problems)}"
+        if self.opts.allow_unbounded:
+            log.warning("%s (sandbox.docker.allow_unbounded=true: running anyway)", text)
+            return
+        raise ConfigError(f"{text}. Set sandbox.docker.allow_unbounded=true to run anyway ({BOUNDS_DOC}).")
+
+    def unbounded(self) -> list[str]:
+        """What neither the engine nor the options bound, each with why (empty: everything is bounded)."""
+        o = self.opts
+        out = []
+        if self.no_cgroups and not self.userns:
+            out.append(f"processes and memory ({self.no_cgroups})")
+        if not o.mem_limit:
+            out.append("memory (sandbox.docker.mem_limit is not set)")
+        if not o.read_only:
+            out.append("disk (sandbox.docker.read_only=false: the container's own layer grows on the host's disk)")
+        for path, how in [*o.tmpfs.items(), ("the working dir", o.workdir_tmpfs)]:
+            if not _tmpfs_size(how):
+                out.append(f"memory (the tmpfs at {path} has no size=: up to half the host's RAM)")
+        for v in o.volumes:
+            if "ro" not in (v.split(":")[2:3] or [""])[0].split(","):
+                out.append(f"disk (sandbox.docker.volumes {v!r} is writable and has no size limit)")
+        return out
 
     @staticmethod
     def tmpfs_owner(uid: int | None, gid: int | None) -> str:
         """Mount options that give a tmpfs to the container's user."""
         return "".join(f",{k}={v}" for k, v in (("uid", uid), ("gid", gid)) if v is not None)
+
+    def engine_tmpfs(self) -> dict[str, str]:
+        """The engine's own writable mounts of a read-only container, given a size cap here."""
+        return {}
 
     # -- run lifecycle ----------------------------------------------------------------
 
@@ -325,38 +367,50 @@ class DockerBackend:
             found = await self._probe(image.id, workdir)
         except SandboxError as exc:
             raise SandboxError(f"image {ref!r} is not available: {exc}") from None
-        image_user = (image.attrs.get("Config") or {}).get("User") or ""
-        user, uid, gid = choose_user(self.opts.user, image_user, found)
-        return Spec(image.id, workdir, user, self._workdir_mounts(workdir, found.workdir, uid, gid))
+        config = image.attrs.get("Config") or {}
+        user, uid, gid = choose_user(self.opts.user, config.get("User") or "", found)
+        o = self.opts
+        owner = self.tmpfs_owner(uid, gid)
+        taken = set(o.tmpfs) | {v.split(":")[1] for v in o.volumes if ":" in v}
+        tmpfs: list[tuple[str, str]] = []
+        copies: list[str] = []
+        if workdir not in taken and (o.read_only or not found.workdir.populated):
+            # writable, in a tmpfs of its size cap: with a copy of what the image has there
+            tmpfs.append((workdir, o.workdir_tmpfs + owner))
+            if found.workdir.populated:
+                copies.append(workdir)
+        for path in sorted(config.get("Volumes") or {}):  # an image's VOLUME would be an uncapped volume on disk
+            path = posixpath.normpath(path)
+            if path not in taken and path != workdir:
+                tmpfs.append((path, o.workdir_tmpfs + owner))
+                copies.append(path)
+        return self.with_copies(Spec(image.id, workdir, user, tuple(tmpfs), tuple(copies)))
 
-    def _workdir_mounts(self, workdir: str, d: DirInfo, uid: int | None, gid: int | None) -> tuple:
-        """Keep the working dir writable: its image content in a fresh volume, else an owned tmpfs."""
-        if workdir in self.opts.tmpfs or any(v.split(":")[1:2] == [workdir] for v in self.opts.volumes):
-            return ()
-        if d.populated:
-            return ((workdir, "volume"),) if self.opts.read_only else ()
-        return ((workdir, self.opts.workdir_tmpfs + self.tmpfs_owner(uid, gid)),)
+    def with_copies(self, spec: Spec) -> Spec:
+        """How the image's content gets into the tmpfs of `spec.copies`: unpacked after the start (Docker has no
+        tmpfs copy-up; the archive API still reads the image's files under the tmpfs)."""
+        return spec
 
     def _create(self, spec: Spec, key: str) -> str:
         """Create and start a container (blocking); it is registered before anything can fail."""
         o = self.opts
-        tmpfs = dict(o.tmpfs)
-        mounts = []
-        for path, how in spec.mounts:
-            if how == "volume":
-                mounts.append(Mount(target=path, source=None, type="volume"))
-            else:
-                tmpfs[path] = how
+        tmpfs = {**self.engine_tmpfs(), **o.tmpfs, **dict(spec.tmpfs)}
         api = self.api
+        mem = parse_size(o.mem_limit)
+        ulimits = None
+        if self.userns:  # no cgroup limits: per-process rlimits, the process count per uid range (the container's)
+            ulimits = [Ulimit(name="nproc", soft=o.pids_limit, hard=o.pids_limit)]
+            if mem:
+                ulimits.append(Ulimit(name="as", soft=mem, hard=mem))
         host_config = api.create_host_config(
             network_mode=o.network_mode,
             mem_limit=o.mem_limit or None,
             memswap_limit=(o.memswap_limit or o.mem_limit) or None,
             nano_cpus=int(o.cpus * 1e9) if o.cpus > 0 else None,
             pids_limit=o.pids_limit if o.pids_limit > 0 else None,
+            ulimits=ulimits,
             read_only=o.read_only,
             tmpfs=tmpfs,
-            mounts=mounts,
             binds=list(o.volumes) or None,
             cap_drop=list(o.cap_drop) or None,
             cap_add=list(o.cap_add) or None,
@@ -364,7 +418,10 @@ class DockerBackend:
             init=o.init,
             runtime=o.runtime,
             auto_remove=not self.keep,
+            log_config=LogConfig(type="none"),  # what the container writes to its stdout never lands on disk
         )
+        if self.userns:
+            host_config["UsernsMode"] = self.userns  # (docker-py only knows "host")
         env = {"HOME": "/tmp", "TERM": "dumb", **o.env}
         cid = api.create_container(
             spec.image, command=[str(o.max_lifetime_s)], entrypoint=["sleep"], user=spec.user,
@@ -382,12 +439,32 @@ class DockerBackend:
         except DockerException as exc:
             self.remove(cid)
             raise SandboxError(f"container failed to start: {_explain(exc)}") from None
+        try:
+            for path in spec.copies:
+                self._copy_in(cid, path, dict(spec.tmpfs)[path])
+        except BaseException:
+            self.remove(cid)
+            raise
         return cid
+
+    def _copy_in(self, cid: str, path: str, options: str) -> None:
+        """Copy the image's content at `path` (under its tmpfs) into the tmpfs (blocking)."""
+        cap = _tmpfs_size(options)
+        bits, _ = self.api.get_archive(cid, path.rstrip("/") + "/.")
+        data = bytearray()
+        for chunk in bits:
+            data += chunk
+            if cap and len(data) > cap + (1 << 20):
+                raise SandboxError(f"the image's {path} is larger than its tmpfs (size={cap} bytes): raise its size=")
+        code, said = docker_exec.untar(self.api, cid, path, bytes(data))
+        if code:
+            raise SandboxError(f"could not copy the image's {path} into its tmpfs (exit {code}): {said[-300:]}")
 
     def _name(self, key: str) -> str:
         return f"hermes-{_slug(self.run_name)}-{_slug(key)[:12] or 'ready'}-{secrets.token_hex(3)}"
 
     def remove(self, cid: str) -> None:
+        """Remove a container (blocking); ContainerNotRemoved when it cannot be (its processes are killed)."""
         try:
             docker_orphans.remove(self.api, cid)
         finally:
@@ -421,18 +498,25 @@ class DockerBackend:
         await self.call(self.remove, cid)
 
     async def release(self, cid: str) -> None:
-        """Remove a prompt's container without making the prompt wait (unless removals pile up)."""
+        """Remove a prompt's container; the prompt waits, and fails (ContainerNotRemoved) if it cannot be removed.
 
-        def done(f: asyncio.Future) -> None:
-            self._removals.discard(f)
-            if not f.cancelled() and f.exception() is not None:  # the end of the run tries again
-                log.warning("could not remove container %s: %s", cid[:12], f.exception())
-
+        Shielded: a cancelled prompt (Ctrl-C, its time limit) still leaves the removal to finish."""
         fut = self.call(self.remove, cid)
         self._removals.add(fut)
-        fut.add_done_callback(done)
-        if len(self._removals) > MAX_PENDING_REMOVALS:
-            await asyncio.wait([fut])
+        fut.add_done_callback(self._removals.discard)
+        fut.add_done_callback(_quiet)  # (its error is logged where it happens, also when nobody awaits it)
+        await asyncio.shield(fut)
+
+
+def _tmpfs_size(options: str) -> int:
+    """The size= of tmpfs mount options, in bytes (0: none, or unreadable)."""
+    for opt in options.split(","):
+        if opt.strip().startswith("size="):
+            try:
+                return parse_size(opt.strip()[5:])
+            except ValueError:
+                return 0
+    return 0
 
 
 def _slug(text: str) -> str:

@@ -155,3 +155,26 @@ def write_file(api: APIClient, cid: str, path: str, data: bytes) -> None:
     finally:
         sock.close()
     check_write(path, api.exec_inspect(eid)["ExitCode"], err.decode(errors="replace"))
+
+
+# $1 = dir: unpack a tar from stdin into it, as the container's user, owners not restored (no CAP_CHOWN).
+UNTAR_SCRIPT = 'tar -xof - -C "$1" 2>&1; s=$?; cat >/dev/null; exit "$s"'
+
+
+def untar(api: APIClient, cid: str, path: str, data: bytes) -> tuple[int, str]:
+    """Unpack the tar `data` into the container's dir `path`: (exit code, what tar said)."""
+    eid = api.exec_create(cid, sh_argv(UNTAR_SCRIPT, path), stdin=True)["Id"]
+    sock = api.exec_start(eid, socket=True)
+    raw = getattr(sock, "_sock", sock)
+    out = bytearray()
+    try:
+        try:
+            raw.sendall(data)
+            raw.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # it exited first; its exit code and output say why
+        for _, chunk in frames_iter(sock, False):
+            out += chunk[:2000]
+    finally:
+        sock.close()
+    return api.exec_inspect(eid)["ExitCode"], out.decode(errors="replace").strip()

@@ -22,10 +22,11 @@ import pytest
 
 from hermes_runner.config import DockerSandboxOptions, SandboxConfig
 from hermes_runner.dataset import Prompt
-from hermes_runner.sandbox import docker_orphans
+from hermes_runner.errors import ConfigError
+from hermes_runner.sandbox import docker_orphans, docker_procs
 from hermes_runner.sandbox.docker import DockerBackend
 
-from tests.helpers.containers import check_timed_out_tree, timed_out_tree
+from tests.helpers.containers import FLOOD, FORK_BOMB, check_timed_out_tree, flood, record, timed_out_tree
 from tests.helpers.machine import require
 from tests.helpers.run import ROOT, LiveRunner, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
 
@@ -34,9 +35,11 @@ pytestmark = pytest.mark.docker
 BASE = "local/busybox:ci"
 IMG_A = "hermes-test/project:a"  # /srv/project filled, owned by root
 IMG_B = "hermes-test/project:b"  # nothing at the working dir; has the regular user `sandbox` (uid 1000)
+IMG_V = "hermes-test/project:v"  # IMG_A with a VOLUME
 DOCKERFILES = {
     IMG_A: f"FROM {BASE}\nRUN mkdir -p /srv/project && echo 'project A' > /srv/project/README && echo a > /etc/which-image\n",
     IMG_B: f"FROM {BASE}\nRUN echo b > /etc/which-image\n",
+    IMG_V: f"FROM {IMG_A}\nRUN mkdir -p /var/cache/app\nVOLUME /var/cache/app\n",
 }
 
 
@@ -175,6 +178,16 @@ async def _in_container(opts: DockerSandboxOptions, commands: list[str], tmp_pat
         await backend.shutdown()
 
 
+async def _one(backend: DockerBackend, image: str, commands: list[str]):
+    assert await backend.start({image}) == {}
+    sandbox = await backend.create(Prompt(0, "k", "p"))
+    try:
+        return [await sandbox.run(c, 20) for c in commands]
+    finally:
+        await sandbox.close()
+        await backend.shutdown()
+
+
 def test_network_is_off_by_default(engine, tmp_path):
     http = ThreadingHTTPServer(("0.0.0.0", 0), _Pong)
     threading.Thread(target=http.serve_forever, daemon=True).start()
@@ -240,9 +253,57 @@ def test_hardening_defaults_and_host_env(engine, tmp_path, monkeypatch):
 
 
 def test_relaxed_settings(engine, tmp_path):
-    opts = DockerSandboxOptions(read_only=False, user=None, cap_drop=[], env={"GREETING": "hi"})
+    opts = DockerSandboxOptions(read_only=False, user=None, cap_drop=[], env={"GREETING": "hi"}, allow_unbounded=True)
     touch, who, env = _run(_in_container(opts, ["touch /etc/x && echo ok", "id -u", "echo $GREETING"], tmp_path))
     assert touch.output.strip() == "ok" and who.output.strip() == "0" and env.output.strip() == "hi"
+
+
+FLOOD_LIMIT = 64  # sandbox.docker.pids_limit of the flood tests
+HOST_NOISE = 300  # other processes the host may start meanwhile (other tests of a shared machine)
+
+
+@pytest.mark.parametrize("command", [FORK_BOMB, FLOOD], ids=["fork-bomb", "flood-2000"])
+def test_a_process_flood_stays_bounded_and_ends_with_its_prompt(engine, tmp_path, command):
+    """The container's processes never pass pids_limit (sampled from the host every 0.2 s; past 4x the limit the
+    test kills them itself), the host's count stays near its own, and nothing is left once the prompt ended."""
+    opts = DockerSandboxOptions(pool_size=0, pids_limit=FLOOD_LIMIT)
+    cfg = SandboxConfig(backend="docker", image=BASE, docker=opts, command_timeout_s=5)
+    f = _run(
+        flood(DockerBackend(cfg, "flood", str(tmp_path / "flood")), BASE, command, timeout=5, runaway=4 * FLOOD_LIMIT)
+    )
+    record("docker", command, f)
+    assert not f.runaway and f.container_max <= FLOOD_LIMIT, f
+    assert f.host_max - f.baseline <= FLOOD_LIMIT + HOST_NOISE, f
+    assert f.left == set(), f
+
+
+def test_unbounded_options_refuse_to_start_unless_allowed(engine, tmp_path):
+    opts = DockerSandboxOptions(pool_size=0, mem_limit=None, volumes=[f"{tmp_path}:/state"])
+    backend = DockerBackend(SandboxConfig(backend="docker", image=BASE, docker=opts), "ub", str(tmp_path / "ub"))
+    with pytest.raises(ConfigError, match=r"cannot bound each prompt's memory .*writable.*allow_unbounded=true"):
+        _run(backend.start({BASE}))
+    _run(backend.shutdown())
+    (out,) = _run(_in_container(DockerSandboxOptions(mem_limit=None, allow_unbounded=True), ["echo ran"], tmp_path))
+    assert out.output.strip() == "ran"
+
+
+def test_no_writable_path_reaches_the_hosts_disk(engine, tmp_path):
+    """Every writable path of a prompt is a tmpfs of a capped size (the image's filled working dir and its VOLUMEs
+    too, with their content)."""
+    probe = (
+        "awk '$2 !~ \"^/(proc|sys|dev)\" && $4 ~ /^rw/ {print $2, $3}' /proc/mounts | sort; "
+        "cat README; dd if=/dev/zero of=big bs=1M count=200 2>&1"
+    )
+    opts = DockerSandboxOptions(workdir_tmpfs="rw,exec,nosuid,nodev,size=64m")
+    backend = DockerBackend(
+        SandboxConfig(backend="docker", image=IMG_V, docker=opts, workdir="/srv/project"), "d", str(tmp_path / "d")
+    )
+    (out,) = _run(_one(backend, IMG_V, [probe]))
+    lines = out.output.splitlines()
+    mounts = dict(line.split() for line in lines if line.startswith("/") and len(line.split()) == 2)
+    assert mounts == {"/srv/project": "tmpfs", "/tmp": "tmpfs", "/var/cache/app": "tmpfs"}, out.output
+    assert "project A" in lines  # the image's content, copied into the tmpfs
+    assert "No space left on device" in out.output, out.output  # 200 MB into 64 MB
 
 
 def test_timeout_kills_the_command_tree(engine, tmp_path):
@@ -290,6 +351,45 @@ def test_cleanup_after_failures_and_timeouts(engine, make_cfg, server, tmp_path,
     assert code == 1
     assert stats["prompts"]["ok"] == 1 and stats["prompts"]["failed"] == 2
     assert containers_of(engine, run_dir) == []
+
+
+def test_a_container_the_engine_cannot_remove_fails_its_prompt(engine, make_cfg, server, tmp_path, run_dir, caplog):
+    """The engine really refuses: the container's writable layer is made immutable (chattr +i) while the prompt runs.
+    The prompt fails with ContainerNotRemoved (ledger, log), the run exits 1, and no process of it is left."""
+    gate = "while [ ! -e /tmp/go ]; do sleep 0.1; done; echo released"  # the prompt waits for the test's go
+    rows = [{"prompt": script(sh(gate, timeout=60), DONE, text="stuck")}]
+    cfg = docker_cfg(make_cfg, dataset=write_jsonl(tmp_path / "d.jsonl", rows))
+    pinned: list[tuple[str, str]] = []
+
+    def pin() -> None:
+        def prompts() -> list:
+            return [c for c in containers_of(engine, run_dir)
+                    if c["Labels"].get(docker_orphans.PROMPT_KEY) != "probe" and c["State"] == "running"]  # fmt: skip
+
+        (c,) = _wait_for(prompts, 60, "the prompt's container")
+        upper = engine.api.inspect_container(c["Id"])["GraphDriver"]["Data"]["UpperDir"]
+        subprocess.run(["chattr", "+i", upper], check=True)
+        pinned.append((c["Id"], upper))
+        engine.api.exec_start(engine.api.exec_create(c["Id"], ["touch", "/tmp/go"])["Id"])
+
+    t = threading.Thread(target=pin, daemon=True)
+    t.start()
+    try:
+        code, stats = run_inprocess(cfg, run_dir)
+        t.join(5)
+        assert pinned, "the container was never pinned"
+        assert code == 1 and stats["failed_by_error"] == {"ContainerNotRemoved": 1}, stats
+        (failure,) = read_jsonl(run_dir / "failures.jsonl")
+        assert failure["error"].startswith(f"container {pinned[0][0][:12]} could not be removed ("), failure
+        assert "ContainerNotRemoved" in caplog.text or "could not be removed" in caplog.text
+        assert docker_procs.container_pids(pinned[0][0]) == set()
+    finally:
+        for cid, upper in pinned:
+            subprocess.run(["chattr", "-i", upper], check=False)
+            try:
+                engine.api.remove_container(cid, v=True, force=True)
+            except Exception:  # noqa: BLE001 - gone already
+                pass
 
 
 def _cli(server, tmp_path: Path, run_dir: Path, dataset: Path, *extra: str) -> list[str]:

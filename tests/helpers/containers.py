@@ -1,15 +1,20 @@
 """Checks shared by the container backends' tests (Docker, Podman): two prompts' sandboxes, a command tree
-that outlives its timeout."""
+that outlives its timeout, process floods sampled from the host."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import threading
 import time
+from dataclasses import dataclass
 
 import pytest
 
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ToolError
+from hermes_runner.sandbox import docker_procs
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import all_tools
 
@@ -59,3 +64,116 @@ def check_timed_out_tree(res, took: float, after) -> None:
     assert res.timed_out and res.exit_code == 124 and res.output == "begin\n"
     assert took < 10, took  # 1 s, the kill, and a loaded machine
     assert after.output == "end\n"  # both sleeps (child and grandchild) are gone
+
+
+# -- floods: a prompt's processes stay bounded, and none outlives it ------------------------------
+
+FORK_BOMB = "b() { b | b & }; b; sleep 30"
+FLOOD = "for i in $(seq 2000); do sleep 30 & done 2>/dev/null; echo started; wait"
+
+
+def host_processes() -> int:
+    """How many processes this host has (every pid namespace)."""
+    return sum(1 for d in os.listdir("/proc") if d.isdigit())
+
+
+def _uid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fp:
+            for line in fp:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+@dataclass
+class Flood:
+    """What a flood did: the host's and the container's process counts, sampled every 0.2 s."""
+
+    result: object  # the command's ExecResult
+    baseline: int  # the host's processes before the command
+    host_max: int
+    container_max: int
+    uids: set[int]  # the host uids the container's processes ran as
+    after: int  # the host's processes once the prompt ended and its processes were gone
+    left: set[int]  # the container's processes still there 60 s after its prompt ended (killed then)
+    runaway: bool  # the container's processes passed `runaway` and the test killed them
+
+
+class _Sampler(threading.Thread):
+    """Counts the host's and the container's processes every 0.2 s; kills the container's processes (from the
+    host) if they pass `runaway`, so a limit that does not hold fails the test and spares the machine."""
+
+    def __init__(self, cid: str, init: int | None, runaway: int):
+        super().__init__(daemon=True)
+        self.cid, self.init, self.runaway = cid, init, runaway
+        self.host_max = self.container_max = 0
+        self.uids: set[int] = set()
+        self.killed = False
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(0.2):
+            self.sample()
+
+    def sample(self) -> None:
+        self.host_max = max(self.host_max, host_processes())
+        pids = docker_procs.container_pids(self.cid, self.init)
+        self.container_max = max(self.container_max, len(pids))
+        for pid in list(pids)[:50]:
+            uid = _uid(pid)
+            if uid is not None:
+                self.uids.add(uid)
+        if len(pids) > self.runaway and not self.killed:
+            self.killed = True
+            docker_procs.kill(self.cid, self.init)
+
+
+async def flood(backend, image: str, command: str, *, timeout: float, runaway: int) -> Flood:
+    """Run `command` as a prompt of `backend` with the host's and the container's processes sampled; the
+    prompt's sandbox is closed after; returns once the container's processes are gone (at most 60 s)."""
+    await backend.start({image})
+    sb = await backend.create(Prompt(0, "flood", "p"))
+    sampler: _Sampler | None = None
+    try:
+        init = docker_procs.init_pid(backend.api, sb.id)
+        baseline = host_processes()
+        sampler = _Sampler(sb.id, init, runaway)
+        sampler.start()
+        res = await sb.run(command, timeout)
+        sampler.sample()
+    finally:
+        try:
+            await sb.close()
+        finally:
+            if sampler is not None:
+                sampler.halt.set()
+                sampler.join()
+            await backend.shutdown()
+            cid = sb.id
+            end = time.monotonic() + 60
+            while (left := docker_procs.container_pids(cid, init)) and time.monotonic() < end:
+                await asyncio.sleep(0.2)
+            docker_procs.kill(cid, init)  # (a no-op unless the prompt left processes: asserted by the caller)
+    return Flood(
+        res, baseline, sampler.host_max, sampler.container_max, sampler.uids, host_processes(), left, sampler.killed
+    )
+
+
+def record(backend: str, command: str, f: Flood) -> None:
+    """One line per flood in $HERMES_FLOOD_LOG (if set): the figures a report quotes."""
+    path = os.environ.get("HERMES_FLOOD_LOG")
+    if path:
+        with open(path, "a") as fp:
+            fp.write(
+                f"{backend} {command[:20]!r}: host baseline {f.baseline}, host max {f.host_max} "
+                f"(+{f.host_max - f.baseline}), container max {f.container_max}, after {f.after}, "
+                f"left {len(f.left)}, runaway {f.runaway}, exit {getattr(f.result, 'exit_code', None)}\n"
+            )
+
+
+def uid_processes(uids: set[int]) -> list[int]:
+    """The host's processes running as one of `uids`."""
+    return [int(d) for d in os.listdir("/proc") if d.isdigit() and _uid(int(d)) in uids]
