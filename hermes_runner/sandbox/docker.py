@@ -27,7 +27,7 @@ from typing import Any
 import docker
 from docker.errors import DockerException, NotFound
 from docker.models.images import Image
-from docker.types import LogConfig, Ulimit
+from docker.types import LogConfig
 
 from hermes_runner.config import DockerExecMode, SandboxConfig
 from hermes_runner.dataset import Prompt
@@ -45,6 +45,7 @@ API_TIMEOUT_S = 120
 KILL_GRACE_S = 10.0  # after a timeout: how long the killed command's output may take to end
 MAX_READ_BYTES = 64 * 1024 * 1024
 BOUNDS_DOC = "docs/docker.md#what-bounds-a-prompt"
+MIN_UIDS = 2048  # the smallest uid range of a container of its own (userns auto)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Spec:
     user: str | None
     tmpfs: tuple[tuple[str, str], ...]  # (path, tmpfs options): the working dir, the image's VOLUMEs
     copies: tuple[str, ...] = ()  # tmpfs paths the image's content there is copied into after the start
+    uids: int = 0  # the size of the container's own uid range (userns auto), if it gets one
 
 
 class DockerSandbox:
@@ -384,7 +386,8 @@ class DockerBackend:
             if path not in taken and path != workdir:
                 tmpfs.append((path, o.workdir_tmpfs + owner))
                 copies.append(path)
-        return self.with_copies(Spec(image.id, workdir, user, tuple(tmpfs), tuple(copies)))
+        uids = _uid_range(uid, gid) if self.userns else 0
+        return self.with_copies(Spec(image.id, workdir, user, tuple(tmpfs), tuple(copies), uids))
 
     def with_copies(self, spec: Spec) -> Spec:
         """How the image's content gets into the tmpfs of `spec.copies`: unpacked after the start (Docker has no
@@ -396,19 +399,12 @@ class DockerBackend:
         o = self.opts
         tmpfs = {**self.engine_tmpfs(), **o.tmpfs, **dict(spec.tmpfs)}
         api = self.api
-        mem = parse_size(o.mem_limit)
-        ulimits = None
-        if self.userns:  # no cgroup limits: per-process rlimits, the process count per uid range (the container's)
-            ulimits = [Ulimit(name="nproc", soft=o.pids_limit, hard=o.pids_limit)]
-            if mem:
-                ulimits.append(Ulimit(name="as", soft=mem, hard=mem))
         host_config = api.create_host_config(
             network_mode=o.network_mode,
             mem_limit=o.mem_limit or None,
             memswap_limit=(o.memswap_limit or o.mem_limit) or None,
             nano_cpus=int(o.cpus * 1e9) if o.cpus > 0 else None,
             pids_limit=o.pids_limit if o.pids_limit > 0 else None,
-            ulimits=ulimits,
             read_only=o.read_only,
             tmpfs=tmpfs,
             binds=list(o.volumes) or None,
@@ -420,14 +416,16 @@ class DockerBackend:
             auto_remove=not self.keep,
             log_config=LogConfig(type="none"),  # what the container writes to its stdout never lands on disk
         )
-        if self.userns:
-            host_config["UsernsMode"] = self.userns  # (docker-py only knows "host")
+        if self.userns:  # a uid range of its own: the commands' per-uid process limit is this container's alone
+            host_config["UsernsMode"] = f"{self.userns}:size={spec.uids}"  # (docker-py only knows "host")
         env = {"HOME": "/tmp", "TERM": "dumb", **o.env}
         cid = api.create_container(
             spec.image, command=[str(o.max_lifetime_s)], entrypoint=["sleep"], user=spec.user,
             working_dir=spec.workdir, environment=env, labels=self._labels(key), name=self._name(key),
             host_config=host_config,
         )["Id"]  # fmt: skip
+        if self.userns:  # no cgroup limits: rlimits on every command the model runs (docker_exec.set_limits)
+            docker_exec.set_limits(cid, o.pids_limit, parse_size(o.mem_limit))
         with self._lock:
             self._live.add(cid)
             closing = self._closing
@@ -468,6 +466,7 @@ class DockerBackend:
         try:
             docker_orphans.remove(self.api, cid)
         finally:
+            docker_exec.forget(cid)
             with self._lock:
                 self._live.discard(cid)
 
@@ -506,6 +505,13 @@ class DockerBackend:
         fut.add_done_callback(self._removals.discard)
         fut.add_done_callback(_quiet)  # (its error is logged where it happens, also when nobody awaits it)
         await asyncio.shield(fut)
+
+
+def _uid_range(uid: int | None, gid: int | None) -> int:
+    """Ids a container's own uid range needs for its user (65536 when the user's ids are unknown)."""
+    if uid is None or gid is None:
+        return 65536
+    return max(MIN_UIDS, -(-(max(uid, gid) + 1) // 1024) * 1024)
 
 
 def _tmpfs_size(options: str) -> int:

@@ -55,6 +55,33 @@ def sh_argv(script: str, *args: str) -> list[str]:
     return ["/bin/sh", "-c", script, "hermes-runner", *args]
 
 
+# Where the engine sets no cgroup limits (rootless Podman on cgroup v1, whose compat API also drops a container's
+# ulimits): the rlimits every command of the model starts under, by container id. The shell that runs a command
+# (or the long-lived one) sets them first, hard and soft, and the command can never raise them (no
+# CAP_SYS_RESOURCE); a shell that cannot set them runs nothing (fail closed). The runner's own execs (kills, file
+# ops) keep the container's defaults, so they still start when the command's processes are at the limit.
+_LIMITS: dict[str, str] = {}
+LIMITS_SCRIPT = """ulimit -u {nproc} 2>/dev/null || ulimit -p {nproc} 2>/dev/null || {{ echo; echo 'hermes-runner: cannot set the process limit (ulimit -u)'; exit 125; }}
+{data}"""
+DATA_LIMIT = "ulimit -d {kb} 2>/dev/null || {{ echo; echo 'hermes-runner: cannot set the memory limit (ulimit -d)'; exit 125; }}\n"
+
+
+def set_limits(cid: str, nproc: int, data_bytes: int) -> None:
+    """Commands in container `cid` run with at most `nproc` processes of its uid and `data_bytes` of data each."""
+    data = DATA_LIMIT.format(kb=max(1, data_bytes // 1024)) if data_bytes else ""
+    _LIMITS[cid] = LIMITS_SCRIPT.format(nproc=nproc, data=data)
+
+
+def forget(cid: str) -> None:
+    _LIMITS.pop(cid, None)
+
+
+def limited(cid: str, script: str) -> str:
+    """`script`, after the container's command limits (if any)."""
+    prefix = _LIMITS.get(cid)
+    return prefix + "\n" + script if prefix else script
+
+
 class CommandOutput:
     """A command's output stream: the first line is RUN_SCRIPT's pid (or "!nodir"), the rest goes to `cap`."""
 
@@ -99,7 +126,8 @@ def run_command(
     on_pid: Callable[[int], None],
 ) -> int:
     """Run `command` (sent on stdin) in `workdir`, feeding its output to `cap`; return its exit code."""
-    eid = api.exec_create(cid, sh_argv(PICK_SHELL, RUN_SCRIPT, workdir), environment=env, stdin=True)["Id"]
+    argv = sh_argv(limited(cid, PICK_SHELL), RUN_SCRIPT, workdir)
+    eid = api.exec_create(cid, argv, environment=env, stdin=True)["Id"]
     sock = api.exec_start(eid, socket=True)
     raw = getattr(sock, "_sock", sock)
     out = CommandOutput(cap, on_pid, workdir)

@@ -8,6 +8,7 @@ defaults, labels, the watchdog and the orphan sweep, the image check before any 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -16,11 +17,13 @@ import docker
 
 from hermes_runner.config import SandboxConfig
 from hermes_runner.errors import ConfigError
-from hermes_runner.sandbox.docker import API_TIMEOUT_S, DockerBackend
+from hermes_runner.sandbox.docker import API_TIMEOUT_S, DockerBackend, Spec
 
 log = logging.getLogger(__name__)
 
 ROOTFUL_SOCKET = "/run/podman/podman.sock"
+USERNS = "auto"  # a uid range of the container's own, from the service user's subordinate ids
+READ_ONLY_TMPFS = {"/run": "rw,nosuid,nodev,size=64m,mode=755", "/var/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}
 NATIVE_API = "v4.0.0"  # the libpod API prefix (Podman >= 4) used for what the Docker API does not say
 
 
@@ -68,19 +71,38 @@ class PodmanBackend(DockerBackend):
         )
 
     def check_engine(self) -> None:
-        """Say what a rootless Podman on cgroup v1 cannot enforce: the memory, CPU and pids limits."""
+        """Rootless Podman on cgroup v1 sets no cgroup limits: each container then gets a uid range of its own
+        (`--userns=auto`) and every command per-process rlimits (nproc, data) instead (`_create`); then
+        `check_bounds`."""
         api = self.api
         info = api.get(f"{api.base_url}/{NATIVE_API}/libpod/info", timeout=API_TIMEOUT_S)
         info.raise_for_status()
         host = info.json().get("host") or {}
         self.rootless = bool((host.get("security") or {}).get("rootless"))
-        o = self.opts
-        if self.rootless and host.get("cgroupVersion") == "v1" and (o.mem_limit or o.cpus > 0 or o.pids_limit > 0):
-            log.warning(
-                "rootless Podman on cgroup v1: the memory, CPU and pids limits (sandbox.docker.mem_limit, cpus, "
-                "pids_limit) are NOT enforced (cgroup v1 is not delegated to users); use rootful Podman, Docker, "
-                "or a cgroup v2 host for bounded prompts"
+        if self.rootless and host.get("cgroupVersion") == "v1":
+            self.no_cgroups = "rootless Podman on cgroup v1 sets no cgroup limits (v1 is not delegated to users)"
+            self.userns = USERNS
+            log.info(
+                "rootless Podman on cgroup v1: no cgroup limits; each container gets a uid range of its own "
+                "(--userns=%s), and every command at most sandbox.docker.pids_limit processes (RLIMIT_NPROC of that "
+                "range) and mem_limit of data per process (RLIMIT_DATA); sandbox.docker.cpus is not enforced",
+                USERNS,
             )
+        self.check_bounds()
+
+    def with_copies(self, spec: Spec) -> Spec:
+        """Podman copies the image's content into a tmpfs itself (`tmpcopyup`)."""
+        copied = set(spec.copies)
+        tmpfs = tuple((p, how + ",tmpcopyup" if p in copied else how) for p, how in spec.tmpfs)
+        return dataclasses.replace(spec, tmpfs=tmpfs, copies=())
+
+    def engine_tmpfs(self) -> dict[str, str]:
+        """Podman's own tmpfs mounts, of no size cap: /run and /var/tmp of a read-only container (--read-only-tmpfs);
+        rootless on cgroup v1, a writable /sys/fs/cgroup (no cgroup of its own to show)."""
+        out = dict(READ_ONLY_TMPFS) if self.opts.read_only else {}
+        if self.userns:
+            out["/sys/fs/cgroup"] = "ro,nosuid,nodev,noexec,size=64k"
+        return out
 
     @staticmethod
     def tmpfs_owner(uid: int | None, gid: int | None) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -32,7 +32,16 @@ from hermes_runner.sandbox.podman import PodmanBackend, find_url
 import tests.e2e.test_docker_sandbox as docker_tests
 from tests.e2e.test_sandbox_escapes import ALLOWED_ENV, BIG, env_keys
 from tests.helpers import system
-from tests.helpers.containers import check_timed_out_tree, timed_out_tree, two_prompts
+from tests.helpers.containers import (
+    FLOOD,
+    FORK_BOMB,
+    check_timed_out_tree,
+    flood,
+    record,
+    timed_out_tree,
+    two_prompts,
+    uid_processes,
+)
 from tests.helpers.machine import require
 from tests.helpers.run import ROOT, LiveRunner, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
 
@@ -209,24 +218,78 @@ def test_default_image_runs_as_non_root_and_cannot_read_shadow(podman, tmp_path)
     assert not results[0][1] and "Permission denied" in results[0][0]["error"]
 
 
-def test_limits_are_enforced_or_said_not_to_be(podman, tmp_path, caplog):
-    """Rootful: memory and pids limits hold. Rootless on cgroup v1: Podman cannot set them, and the run says so."""
+def test_limits_are_enforced(podman, tmp_path):
+    """Rootful: cgroup memory and pids limits. Rootless on cgroup v1 (no cgroups): RLIMIT_NPROC and RLIMIT_DATA in a
+    uid range of the container's own (--userns=auto)."""
     opts = DockerSandboxOptions(pool_size=0, mem_limit="64m", pids_limit=20)
-    caplog.set_level(logging.WARNING, logger="hermes_runner.sandbox.podman")
+    fork = "for i in $(seq 40); do sleep 30 >/dev/null 2>&1 & done 2>&1 | tail -n 1"
+    hog = "awk 'BEGIN { s = \"x\"; while (1) s = s s }'; echo rc=$?"
     if not podman.limits:
-        (limit,), _ = in_container(podman, ["cat /sys/fs/cgroup/pids/pids.max 2>&1"], tmp_path, opts)
-        assert "memory, CPU and pids limits" in caplog.text and "NOT enforced" in caplog.text
-        assert limit.output.strip() != "20"
+        (limits, uids, mem, forks), _ = in_container(
+            podman, ["ulimit -u; ulimit -d", "cat /proc/self/uid_map", hog, fork], tmp_path, opts
+        )
+        assert limits.output.split() == ["20", str(64 * 1024)], limits
+        inside, host, size = uids.output.split()
+        assert inside == "0" and int(host) > 0 and int(size) >= 1024, uids  # a range of its own, not the user's
+        assert "rc=0" not in mem.output, mem  # awk runs out of data
+        assert "can't fork" in forks.output or "Resource temporarily unavailable" in forks.output, forks
         return
-    (limit, mem, fork), _ = in_container(podman, [
+    (limit, mem, forks), _ = in_container(podman, [
         "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max",
-        "awk 'BEGIN { s = \"x\"; while (1) s = s s }'",
-        "for i in $(seq 40); do sleep 30 >/dev/null 2>&1 & done 2>&1 | tail -n 1",
+        hog,
+        fork,
     ], tmp_path, opts)  # fmt: skip
-    assert "NOT enforced" not in caplog.text
     assert limit.output.split() == ["67108864", "20"], limit
-    assert mem.exit_code == 137, mem  # OOM-killed at 64 MiB
-    assert "can't fork" in fork.output or "Resource temporarily unavailable" in fork.output, fork
+    assert "rc=137" in mem.output, mem  # OOM-killed at 64 MiB
+    assert "can't fork" in forks.output or "Resource temporarily unavailable" in forks.output, forks
+
+
+@pytest.mark.parametrize("command", [FORK_BOMB, FLOOD], ids=["fork-bomb", "flood-2000"])
+def test_a_process_flood_stays_bounded_and_ends_with_its_prompt(podman, tmp_path, command):
+    """As on Docker (test_docker_sandbox); rootless, the container's processes run as a uid range of their own, of
+    which no process is left once the prompt ended."""
+    limit = docker_tests.FLOOD_LIMIT
+    opts = DockerSandboxOptions(pool_size=0, pids_limit=limit)
+    cfg = SandboxConfig(backend="podman", image=BASE, docker=opts, podman=PodmanSandboxOptions(url=podman.url),
+                        command_timeout_s=5)  # fmt: skip
+    backend = PodmanBackend(cfg, "flood", str(tmp_path / "flood"))
+    f = asyncio.run(flood(backend, BASE, command, timeout=5, runaway=4 * limit))
+    record(f"podman-{podman.mode}", command, f)
+    assert not f.runaway and f.container_max <= limit, f
+    assert f.host_max - f.baseline <= limit + docker_tests.HOST_NOISE, f
+    assert f.left == set(), f
+    if podman.rootless:
+        service_uid = pwd.getpwnam(system.PODMAN_USER).pw_uid
+        # the command's processes: a uid of the container's own range, not the service user's (whose podman, conmon
+        # and runc, seen here as they start an exec, keep working whatever the command does)
+        own = f.uids - {service_uid}
+        start, count = next(
+            ln.split(":")[1:]
+            for ln in Path("/etc/subuid").read_text().split()
+            if ln.startswith(f"{system.PODMAN_USER}:")
+        )
+        assert own and all(int(start) <= uid < int(start) + int(count) for uid in own), f
+        assert uid_processes(own) == []
+
+
+def test_no_writable_path_reaches_the_hosts_disk(podman, tmp_path):
+    """Every writable path is a tmpfs of a capped size: the working dir (a copy of the image's), the image's VOLUME,
+    and the tmpfs Podman adds to a read-only container (/run, /var/tmp)."""
+    probe = (
+        "awk '$2 !~ \"^/(proc|sys|dev)\" && $4 ~ /^rw/ {print $2, $3}' /proc/mounts | sort; "
+        "cat README; dd if=/dev/zero of=big bs=1M count=200 2>&1; dd if=/dev/zero of=/var/tmp/big bs=1M count=100 2>&1"
+    )
+    opts = DockerSandboxOptions(pool_size=0, workdir_tmpfs="rw,exec,nosuid,nodev,size=64m")
+    cfg = SandboxConfig(backend="podman", image=docker_tests.IMG_V, docker=opts, workdir="/srv/project",
+                        podman=PodmanSandboxOptions(url=podman.url))  # fmt: skip
+    (out,), _ = asyncio.run(two_prompts(PodmanBackend(cfg, "d", str(tmp_path / "d")), docker_tests.IMG_V, [probe]))
+    lines = out.output.splitlines()
+    mounts = {ln.split()[0] for ln in lines if ln.startswith("/") and len(ln.split()) == 2}
+    rw = {ln.split()[0]: ln.split()[1] for ln in lines if ln.startswith("/") and len(ln.split()) == 2}
+    assert set(rw.values()) == {"tmpfs"}, out.output
+    assert {"/srv/project", "/tmp", "/var/cache/app"} <= mounts, out.output
+    assert "project A" in lines  # the image's content, copied into the tmpfs
+    assert out.output.count("No space left on device") == 2, out.output  # 200 MB into 64 MB, 100 MB into 64 MB
 
 
 def test_timeout_kills_the_command_tree(podman, tmp_path):
