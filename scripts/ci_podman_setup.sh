@@ -124,10 +124,14 @@ if ! id "$PODMAN_USER" >/dev/null 2>&1; then
   useradd --create-home --shell /usr/sbin/nologin "$PODMAN_USER"
   say "created user $PODMAN_USER"
 fi
+# Subordinate ids: the runner gives each rootless container on cgroup v1 a uid range of its own (--userns=auto,
+# 2048 ids, or 65536 for a user `nobody`), so the range holds SUBIDS / 2048 containers at once. (An existing,
+# smaller range is left as it is: growing it means `podman system migrate` and a restart of the service.)
+SUBIDS=${PODMAN_SUBIDS:-1048576}
 for f in /etc/subuid /etc/subgid; do
   if ! grep -q "^$PODMAN_USER:" "$f" 2>/dev/null; then
     base=$(awk -F: 'BEGIN { m = 100000 } { e = $2 + $3; if (e > m) m = e } END { print m }' "$f" 2>/dev/null || echo 100000)
-    echo "$PODMAN_USER:$base:65536" >>"$f"
+    echo "$PODMAN_USER:$base:$SUBIDS" >>"$f"
   fi
 done
 uid=$(id -u "$PODMAN_USER")
@@ -139,5 +143,5 @@ rootless_sock=$run_dir/podman/podman.sock
 (cd / && start_service rootless "$rootless_sock" "${as_user[@]}")
 changed=0
 load_images "$rootless_sock"
-smoke "$rootless_sock"  # no limits: rootless podman on cgroup v1 ignores them (with a warning)
+smoke "$rootless_sock" --userns=auto:size=2048  # (no cgroup limits on cgroup v1: the runner uses rlimits)
 say "podman ready, rootful $ROOTFUL_SOCK and rootless ($PODMAN_USER) $rootless_sock ($((SECONDS - t0)) s)"

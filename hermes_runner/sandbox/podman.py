@@ -101,7 +101,7 @@ class PodmanBackend(DockerBackend):
         rootless on cgroup v1, a writable /sys/fs/cgroup (no cgroup of its own to show)."""
         out = dict(READ_ONLY_TMPFS) if self.opts.read_only else {}
         if self.userns:
-            out["/sys/fs/cgroup"] = "ro,nosuid,nodev,noexec,size=64k"
+            out["/sys/fs/cgroup"] = "ro,nosuid,nodev,noexec,size=64k,notmpcopyup"
         return out
 
     @staticmethod
