@@ -161,3 +161,25 @@ def test_an_engine_without_cgroup_limits_needs_its_own_uid_ranges(tmp_path):
         b.check_bounds()
     b.userns = "auto"  # (rootless Podman on cgroup v1: nproc and as rlimits in a uid range of its own)
     b.check_bounds()
+
+
+class _DeadRunnersEngine(_StuckEngine):
+    """The stuck engine, listing one container of a runner that died (its pid no longer runs)."""
+
+    def __init__(self, failures: int):
+        super().__init__(failures)
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        labels = {**docker_orphans.runner_labels("gone", "/nowhere"), docker_orphans.KEEP: "0"}
+        labels[docker_orphans.RUNNER_PID] = str(dead.pid)
+        self.listed = [{"Id": CID, "Labels": labels}]
+
+    def containers(self, all, filters):
+        return self.listed
+
+
+def test_a_later_runner_kills_the_processes_of_a_dead_runners_container_it_cannot_remove(engine_process):
+    _, pids = engine_process
+    assert docker_orphans.reap(_DeadRunnersEngine(failures=2)) == 0  # not removed, said in the log, no exception
+    assert not any(_alive(p) for p in _pids(pids))
+    assert docker_orphans.reap(_DeadRunnersEngine(failures=0)) == 1
