@@ -15,7 +15,7 @@ from docker.errors import APIError, NotFound
 
 from hermes_runner.config import DockerExecMode, DockerSandboxOptions, SandboxConfig
 from hermes_runner.errors import ConfigError, ContainerNotRemoved
-from hermes_runner.sandbox import docker_orphans, docker_procs
+from hermes_runner.sandbox import docker_exec, docker_orphans, docker_procs
 from hermes_runner.sandbox.docker import DockerBackend, DockerSandbox
 
 CID = "f00d" * 16  # a container id (64 hex digits)
@@ -183,3 +183,30 @@ def test_a_later_runner_kills_the_processes_of_a_dead_runners_container_it_canno
     assert docker_orphans.reap(_DeadRunnersEngine(failures=2)) == 0  # not removed, said in the log, no exception
     assert not any(_alive(p) for p in _pids(pids))
     assert docker_orphans.reap(_DeadRunnersEngine(failures=0)) == 1
+
+
+@pytest.mark.parametrize("shell", ["/bin/sh", "/bin/bash", "busybox sh"])
+def test_the_command_limits_hold_in_each_shell(shell):
+    """The limits prefix of a container without cgroups (docker_exec.set_limits) in dash, bash and busybox's ash: set
+    hard, so the command cannot raise them."""
+    argv = shell.split()
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed")
+    docker_exec.set_limits("c1", 77, 512 << 20)
+    try:
+        script = docker_exec.limited(
+            "c1", "ulimit -H -d; ulimit -u 2>/dev/null || ulimit -p; ulimit -d 1048576 && echo raised"
+        )
+    finally:
+        docker_exec.forget("c1")
+    assert docker_exec.limited("c1", "true") == "true"  # (forgotten: no prefix)
+    out = subprocess.run([*argv, "-c", script], capture_output=True, text=True, timeout=30)
+    assert out.stdout.split()[:2] == ["524288", "77"], (out.stdout, out.stderr)
+    if not _has_sys_resource():  # (with CAP_SYS_RESOURCE a hard limit can be raised: the runner drops it)
+        assert "raised" not in out.stdout, out.stdout
+
+
+def _has_sys_resource() -> bool:
+    with open("/proc/self/status") as fp:
+        caps = next(int(line.split()[1], 16) for line in fp if line.startswith("CapEff:"))
+    return bool(caps & (1 << 24))
