@@ -18,7 +18,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 
 from hermes_runner.sandbox.base import OutputCap
@@ -36,6 +36,35 @@ def _pidfd_works() -> bool:
 
 
 PIDFD = _pidfd_works()
+FD_ARG = "\0fd:{}"  # in argv: replaced by the number of the child's fd holding files[i] (no real arg has a NUL)
+
+
+def fd_arg(i: int) -> str:
+    """The argv placeholder of the fd that will hold `files[i]` (e.g. after `bwrap --seccomp`)."""
+    return FD_ARG.format(i)
+
+
+@contextlib.contextmanager
+def passed_files(argv: list[str], files: Sequence[bytes]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
+    """argv with each `fd_arg(i)` replaced by a fresh memory file holding files[i] (read from its start), and
+    the fds to pass; each fd is new per child, so a reader that reads to the end leaves nothing to the next."""
+    if not files:
+        yield argv, ()
+        return
+    fds: list[int] = []
+    try:
+        for data in files:
+            fd = os.memfd_create("hermes-file", os.MFD_CLOEXEC)
+            fds.append(fd)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.lseek(fd, 0, os.SEEK_SET)
+        names = {fd_arg(i): str(fd) for i, fd in enumerate(fds)}
+        yield [names.get(a, a) for a in argv], tuple(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 async def run_command(
@@ -48,17 +77,22 @@ async def run_command(
     executor: Executor,
     check: Callable[[], None] | None = None,
     stdin: bytes | None = None,
+    files: Sequence[bytes] = (),
+    stop: asyncio.Future | None = None,
 ) -> tuple[int, str, bool]:
     """Run argv in a new session with stdout+stderr captured (capped at `limit`); kill its group at the end.
 
     `stdin` is the command's standard input (from a memory file, so input of any size never blocks
     and never goes through argv); returns (exit code, output, timed out); `check` runs first in the
-    worker thread (and may raise).
+    worker thread (and may raise); `files` go to fds named in argv by `fd_arg`; once `stop` is done the
+    command is killed as on a timeout (but not reported as timed out).
     """
     if not PIDFD:
-        return await _run_asyncio(argv, env=env, cwd=cwd, timeout=timeout, limit=limit, check=check, stdin=stdin)
+        return await _run_asyncio(
+            argv, env=env, cwd=cwd, timeout=timeout, limit=limit, check=check, stdin=stdin, files=files, stop=stop
+        )
     loop = asyncio.get_running_loop()
-    start = functools.partial(_start, argv, env, cwd, check, stdin)
+    start = functools.partial(_start, argv, env, cwd, check, stdin, files)
     proc, pidfd = await loop.run_in_executor(executor, start)
     out = proc.stdout.fileno()
     cap = OutputCap(limit)
@@ -80,11 +114,10 @@ async def run_command(
     loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
     timed_out = False
     try:
-        try:
-            await asyncio.wait_for(asyncio.shield(exited), timeout)
-        except TimeoutError:
-            timed_out = True
-        _kill_group(proc.pid)  # timed-out commands and stray background jobs
+        waits = [exited] if stop is None else [exited, stop]
+        done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)  # cancels neither
+        timed_out = not done
+        _kill_group(proc.pid)  # timed-out or stopped commands and stray background jobs
         await asyncio.shield(exited)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(eof), DRAIN_S)
@@ -120,20 +153,33 @@ def stdin_for(data: bytes | None) -> Iterator[int]:
 
 
 def _start(
-    argv: list[str], env: dict, cwd: str | None, check: Callable[[], None] | None, stdin: bytes | None = None
+    argv: list[str],
+    env: dict,
+    cwd: str | None,
+    check: Callable[[], None] | None,
+    stdin: bytes | None = None,
+    files: Sequence[bytes] = (),
 ) -> tuple[subprocess.Popen, int]:
     if check is not None:
         check()
-    with stdin_for(stdin) as fd:
+    with stdin_for(stdin) as fd, passed_files(argv, files) as (args, fds):
         proc = subprocess.Popen(
-            argv, stdin=fd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True
-        )
+            args, stdin=fd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env,
+            start_new_session=True, pass_fds=fds,
+        )  # fmt: skip
     os.set_blocking(proc.stdout.fileno(), False)
     return proc, os.pidfd_open(proc.pid)
 
 
 def run_io(
-    argv: list[str], *, env: dict[str, str], cwd: str | None, stdin: bytes | None, max_out: int, timeout: float
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    cwd: str | None,
+    stdin: bytes | None,
+    max_out: int,
+    timeout: float,
+    files: Sequence[bytes] = (),
 ) -> tuple[int, bytes, str, bool]:
     """Run a short helper (blocking): (exit code, stdout up to max_out + 1 bytes, stderr head, timed out).
 
@@ -141,10 +187,11 @@ def run_io(
     """
     err = os.memfd_create("hermes-stderr", os.MFD_CLOEXEC)
     try:
-        with stdin_for(stdin) as fd:
+        with stdin_for(stdin) as fd, passed_files(argv, files) as (args, fds):
             proc = subprocess.Popen(
-                argv, stdin=fd, stdout=subprocess.PIPE, stderr=err, cwd=cwd, env=env, start_new_session=True
-            )
+                args, stdin=fd, stdout=subprocess.PIPE, stderr=err, cwd=cwd, env=env, start_new_session=True,
+                pass_fds=fds,
+            )  # fmt: skip
     except BaseException:
         os.close(err)
         raise
@@ -194,13 +241,15 @@ async def _run_asyncio(
     limit: int,
     check: Callable[[], None] | None,
     stdin: bytes | None = None,
+    files: Sequence[bytes] = (),
+    stop: asyncio.Future | None = None,
 ) -> tuple[int, str, bool]:
     if check is not None:
         check()
-    with stdin_for(stdin) as fd:
+    with stdin_for(stdin) as fd, passed_files(argv, files) as (args, fds):
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=fd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=cwd, env=env,
-            start_new_session=True,
+            *args, stdin=fd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=cwd, env=env,
+            start_new_session=True, pass_fds=fds,
         )  # fmt: skip
 
     async def read() -> str:
@@ -210,12 +259,13 @@ async def _run_asyncio(
         return cap.text()
 
     reader = asyncio.ensure_future(read())
+    waiter = asyncio.ensure_future(proc.wait())
     try:
-        await asyncio.wait_for(proc.wait(), timeout)
-        timed_out = False
-    except TimeoutError:
-        timed_out = True
+        waits = [waiter] if stop is None else [waiter, stop]
+        done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        timed_out = not done
     finally:
+        waiter.cancel()
         _kill_group(proc.pid)
         if proc.returncode is None:
             with contextlib.suppress(Exception):
