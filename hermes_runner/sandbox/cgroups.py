@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,7 +143,8 @@ class Cgroups:
         return procs
 
     def close(self, wait_s: float = 2.0) -> None:
-        """Remove the run's cgroups; a killed command's processes may take a moment to leave them."""
+        """Remove the run's cgroups; a killed command's processes may take a moment to leave them, and what is
+        still in one after `wait_s` is killed (and logged as an error): nothing outlives the run."""
         deadline = time.monotonic() + wait_s
         for base in self.bases:
             while True:
@@ -152,9 +154,38 @@ class Cgroups:
                             os.rmdir(d)
                 with contextlib.suppress(OSError):
                     os.rmdir(base)
-                if not base.exists() or time.monotonic() > deadline:
+                if not base.exists():
+                    break
+                if time.monotonic() > deadline:
+                    procs = [str(d / "cgroup.procs") for d in base.iterdir() if d.is_dir()]
+                    if left := procs_in(procs) - {os.getpid()}:
+                        log.error("%d processes were left in %s at the run's end: killed", len(left), base)
+                        kill_procs(procs, {os.getpid()})
+                        deadline = time.monotonic() + wait_s
+                        continue
+                    log.error("cannot remove the cgroup %s", base)
                     break
                 time.sleep(0.05)
+
+
+def procs_in(files: list[str]) -> set[int]:
+    """The processes in the cgroups whose `cgroup.procs` files are given."""
+    pids: set[int] = set()
+    for f in files:
+        with contextlib.suppress(OSError), open(f) as fp:
+            pids.update(int(p) for p in fp.read().split())
+    return pids
+
+
+def kill_procs(files: list[str], keep: set[int], wait_s: float = 5.0) -> set[int]:
+    """SIGKILL every process in those cgroups but `keep`, until none is left or `wait_s` is over; what is left."""
+    deadline = time.monotonic() + wait_s
+    while (left := procs_in(files) - keep) and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    return left
 
 
 def _remove_dead(parent: Path) -> None:
