@@ -164,6 +164,9 @@ class LocalSandboxOptions:
     pids_limit: int = 256  # processes and threads per prompt (0: none)
     mem_limit: str | None = "1g"  # memory per prompt, no swap (null: none)
     cpus: float = 1.0  # CPU cores per prompt (0: none; needs cgroups)
+    # what a prompt's work dir and /tmp may hold together, and its largest file (null: no cap; docs/sandboxes.md)
+    disk_limit: str | None = "1g"
+    seccomp: bool = True  # deny keyrings, mounts, namespaces, ptrace, bpf, kernel modules... (EPERM)
 
 
 class DockerExecMode(StrEnum):

@@ -3,10 +3,12 @@
 Each command (and each read or write of the file tools) is a fresh bubblewrap sandbox that sees
 only the read-only system paths (`sandbox.local.system_paths`), its own work dir and /tmp (both
 writable), a private /dev and /proc, and no network. A root runner drops the command to an
-unprivileged uid of its own per prompt with no capabilities (setpriv inside bubblewrap);
-everything a prompt runs joins its own cgroup with a pids, memory and CPU limit (rlimits where
-cgroups cannot be had). When that confinement cannot be had, the run refuses to start and
-says what is missing, unless `sandbox.local.isolation=none` opts out. See docs/sandboxes.md.
+unprivileged uid of its own per prompt with no capabilities (setpriv inside bubblewrap), under a
+seccomp filter (seccomp.py); everything a prompt runs joins its own cgroup with a pids, memory and
+CPU limit (rlimits where cgroups cannot be had), and its work dir and /tmp share a disk cap (a
+tmpfs per prompt for a root runner, else a watchdog; mounts.py). What a prompt leaves running is
+killed at its end. When that confinement cannot be had, the run refuses to start and says what
+is missing, unless `sandbox.local.isolation=none` opts out. See docs/sandboxes.md.
 
 Nothing is read or written in the runner process: symlinks, /proc/self and permissions are
 resolved inside the sandbox, as the command's own uid.
@@ -15,6 +17,7 @@ resolved inside the sandbox, as the command's own uid.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import json
@@ -23,9 +26,11 @@ import os
 import posixpath
 import re
 import shutil
+import signal
 import socket
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,8 +47,9 @@ from hermes_runner.sandbox.base import (
     process_start,
     runner_alive,
 )
-from hermes_runner.sandbox.cgroups import JOIN_SCRIPT, Cgroups, Limits, parse_size
-from hermes_runner.sandbox.spawn import run_command, run_io
+from hermes_runner.sandbox.cgroups import JOIN_SCRIPT, Cgroups, Limits, kill_procs, parse_size, procs_in
+from hermes_runner.sandbox.mounts import mount_tmpfs, remove_tree, unmount, usage
+from hermes_runner.sandbox.spawn import fd_arg, run_command, run_io
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +59,9 @@ IO_TIMEOUT_S = 60.0
 NO_WORKDIR = "hermes-runner:no-workdir"
 UIDS_PER_RUNNER = 4096
 SHM_BYTES = 256 << 20  # the sandbox's /dev/shm (tmpfs; what it holds counts against the memory limit)
+WATCH_S = 0.2  # the disk watchdog's shortest interval between two walks of a prompt's dirs
+WATCH_SHARE = 5  # ... and at least this many times the last walk's duration (a walk takes at most 1/5 of a core)
+LEFTOVER_WAIT_S = 2.0  # how long a prompt's last processes may take to die (a fork bomb's) before they are killed
 _FREE_SLOTS = list(range(UIDS_PER_RUNNER - 1, -1, -1))  # uid slots of this process, a stack: few, reused
 _BACKENDS = itertools.count()
 
@@ -63,6 +72,22 @@ exec </dev/null
 set --
 eval "unset __hr_cmd; $__hr_cmd"
 """
+
+
+def procs_of_uid(uid: int, pids: list[int] | None = None) -> list[int]:
+    """The processes (of `pids`, else all) whose real, effective or saved uid is `uid`."""
+    if pids is None:
+        pids = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+    found = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as fp:
+                uids = next(line for line in fp if line.startswith("Uid:")).split()[1:4]
+        except (OSError, StopIteration):
+            continue
+        if str(uid) in uids:
+            found.append(pid)
+    return found
 
 
 def default_root() -> Path:
@@ -78,9 +103,22 @@ def safe_name(text: str, limit: int = 60) -> str:
 
 class LocalSandbox:
     def __init__(
-        self, taskdir: Path, workdir: Path, tmpdir: Path, backend: LocalBackend, slot: int, uid: int, cg: list[str]
+        self,
+        taskdir: Path,
+        workdir: Path,
+        tmpdir: Path,
+        backend: LocalBackend,
+        slot: int,
+        uid: int,
+        cg: list[str],
+        mounted: bool = False,
+        watch: list[tuple[Path, bool]] | None = None,
     ):
         self._taskdir = taskdir
+        self.mounted = mounted  # a tmpfs of the disk limit's size is mounted on the task dir
+        # the dirs the disk watchdog walks (with usage's `reopen`), and what they held at the start
+        self._watch = watch or []
+        self._watch_base = sum(usage(d, r) for d, r in self._watch)
         self.slot = slot
         self.released = False
         self._workdir = workdir
@@ -126,18 +164,54 @@ class LocalSandbox:
     async def run(self, command: str, timeout: float, workdir: str | None = None) -> ExecResult:
         wd = self._resolve(workdir) if workdir else self.cwd
         argv = [self._b.shell, "--noprofile", "--norc", "-c", self._b.launch, "bash", wd]
-        code, output, timed_out = await run_command(
-            self._wrap(argv),
-            env=self._env,
-            cwd=None,
-            timeout=timeout,
-            limit=self._b.max_output,
-            executor=self._spawner or self._b.pool,
-            stdin=command.encode(errors="surrogateescape"),
-        )
+        stop = asyncio.get_running_loop().create_future() if self._watch else None
+        watchdog = asyncio.ensure_future(self._watch_disk(stop)) if stop else None
+        try:
+            code, output, timed_out = await run_command(
+                self._wrap(argv),
+                env=self._env,
+                cwd=None,
+                timeout=timeout,
+                limit=self._b.max_output,
+                executor=self._spawner or self._b.pool,
+                stdin=command.encode(errors="surrogateescape"),
+                files=self._b.files,
+                stop=stop,
+            )
+        finally:
+            if watchdog:
+                watchdog.cancel()
         if code == 199 and output == NO_WORKDIR:
             raise ToolError(f"workdir does not exist: {wd}")
+        if stop is not None and stop.done():
+            return ExecResult(code or 1, f"{output}\n[{self._disk_message(stop.result())}; the command was stopped]")
         return ExecResult(code, output, timed_out)
+
+    # -- disk watchdog (no tmpfs could be mounted, or a row's own cwd) --------------------
+
+    def _grown(self) -> int:
+        """Bytes the watched dirs hold beyond what they held when the prompt started."""
+        return sum(usage(d, r) for d, r in self._watch) - self._watch_base
+
+    async def _watch_disk(self, stop: asyncio.Future) -> None:
+        """While a command runs: walk its dirs now and then; over the limit, `stop` ends it (with the bytes held)."""
+        loop = asyncio.get_running_loop()
+        interval = WATCH_S
+        while True:
+            await asyncio.sleep(interval)
+            t = time.monotonic()
+            grown = await loop.run_in_executor(self._b.pool, self._grown)
+            if grown > self._b.disk:
+                stop.set_result(grown)
+                return
+            interval = max(WATCH_S, WATCH_SHARE * (time.monotonic() - t))
+
+    def _disk_message(self, grown: int) -> str:
+        where = "the work dir and /tmp" if self._watch[0][0] == self._taskdir else "the work dir"
+        return (
+            f"disk limit hit: {where} took {grown} bytes more than sandbox.local.disk_limit="
+            f"{self._b.options.disk_limit} allows; delete files to go on"
+        )
 
     async def _io(self, script: str, args: list[str], data: bytes | None, max_out: int) -> tuple[int, bytes, str]:
         """Run a helper script in this sandbox (as the command's uid), off the event loop.
@@ -150,7 +224,9 @@ class LocalSandbox:
         loop = asyncio.get_running_loop()
 
         def go() -> tuple[int, bytes, str, bool]:
-            return run_io(argv, env=self._env, cwd=cwd, stdin=data, max_out=max_out, timeout=IO_TIMEOUT_S)
+            return run_io(
+                argv, env=self._env, cwd=cwd, stdin=data, max_out=max_out, timeout=IO_TIMEOUT_S, files=self._b.files
+            )
 
         try:
             code, out, err, timed_out = await loop.run_in_executor(self._b.pool, go)
@@ -181,6 +257,10 @@ class LocalSandbox:
             raise ToolError(f"writes are confined to the task directory {self.cwd} and /tmp: {path}")
         code, _, err = await self._io(WRITE_SCRIPT, [target], data, 0)
         check_write(path, code, err)
+        if self._watch:
+            grown = await asyncio.get_running_loop().run_in_executor(self._b.pool, self._grown)
+            if grown > self._b.disk:
+                raise ToolError(f"{path} was written, but {self._disk_message(grown)}")
 
     async def close(self) -> None:
         self._b.release(self)
@@ -206,6 +286,10 @@ class LocalBackend:
             memory = parse_size(o.mem_limit)
         except ValueError as exc:
             raise ConfigError(f"sandbox.local.mem_limit: {exc}") from None
+        try:
+            self.disk = parse_size(o.disk_limit)
+        except ValueError as exc:
+            raise ConfigError(f"sandbox.local.disk_limit: {exc}") from None
         if not 0 < o.uid_base < 2**32 - UIDS_PER_RUNNER * 100_000:
             raise ConfigError(f"sandbox.local.uid_base is out of range: {o.uid_base}")
         self.limits = Limits(o.pids_limit, memory, o.cpus)
@@ -214,7 +298,10 @@ class LocalBackend:
         self.bwrap = shutil.which("bwrap") or ""
         self.setpriv = shutil.which("setpriv") or ""
         self.bwrap_static: list[str] = []
-        self.launch = LAUNCH.format(nodir=NO_WORKDIR, limits="")
+        self.files: tuple[bytes, ...] = ()  # what bubblewrap reads from fds (the seccomp filter)
+        self.disk_tmpfs = False  # the disk limit is a tmpfs per prompt (else, when set, the watchdog)
+        self.leftovers = 0  # prompts whose processes outlived them and had to be killed
+        self.launch = LAUNCH.format(nodir=NO_WORKDIR, limits=self._fsize())
         self.cgroups: Cgroups | None = None
         root = Path(o.root) if o.root else default_root()
         self._root = root
@@ -246,8 +333,9 @@ class LocalBackend:
             self._set_up_confinement()
         else:
             log.warning(
-                "sandbox.local.isolation=none: commands run unconfined on this host as %s",
+                "sandbox.local.isolation=none: commands run unconfined on this host as %s%s",
                 "root" if os.geteuid() == 0 else "the runner's user",
+                "; the disk limit watches only the prompt's own dir" if self.disk else "",
             )
         self._reap_orphans()
 
@@ -257,6 +345,16 @@ class LocalBackend:
             missing.append("bubblewrap is not installed (apt-get install bubblewrap)")
         if self.drop_uid and not self.setpriv:
             missing.append("setpriv (util-linux) is not installed: a root runner cannot drop to an unprivileged uid")
+        if not missing and self.options.seccomp:
+            try:
+                from hermes_runner.sandbox.seccomp import compile_filter
+
+                self.files = (compile_filter(),)
+            except (ImportError, OSError, RuntimeError) as exc:
+                missing.append(
+                    f"its seccomp filter cannot be built ({exc}; it needs pyseccomp and libseccomp2): "
+                    "sandbox.local.seccomp=false runs without one"
+                )
         if not missing:
             self.cgroups = Cgroups.open(f"{self._token}-{os.getpid()}-{next(_BACKENDS)}")
             self.bwrap_static = self._static_args()
@@ -271,13 +369,18 @@ class LocalBackend:
                 + ". Fix that, use sandbox=docker, or set sandbox.local.isolation=none to run commands "
                 "unconfined (explicit opt-out)."
             )
+        disk = "-"
+        if self.disk:
+            disk = f"{self.options.disk_limit} ({'a tmpfs per prompt' if self.disk_tmpfs else 'a watchdog'})"
         log.info(
-            "local sandbox: bubblewrap, %s, limits by %s (pids %s, memory %s, cpus %s)",
+            "local sandbox: bubblewrap, %s, limits by %s (pids %s, memory %s, cpus %s, disk %s), seccomp %s",
             "a uid of its own per prompt" if self.drop_uid else "the runner's uid in a user namespace",
             f"cgroup v{self.cgroups.version}" if self.cgroups else "rlimits",
             self.limits.pids or "-",
             self.options.mem_limit or "-",
             (self.limits.cpus or "-") if self.cgroups else "- (needs cgroups)",
+            disk,
+            "on" if self.files else "off",
         )
 
     def _static_args(self) -> list[str]:
@@ -287,6 +390,8 @@ class LocalBackend:
         if not self.drop_uid:  # an unprivileged runner: a user namespace, and no nested ones
             args += ["--unshare-user", "--disable-userns"]
         args += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        if self.files:  # loaded after bubblewrap's own set-up, right before the command
+            args += ["--seccomp", fd_arg(0)]
         for p in self.options.system_paths:
             if os.path.islink(p):
                 args += ["--symlink", os.readlink(p), p]
@@ -302,28 +407,47 @@ class LocalBackend:
             lines.append(f"ulimit -u {self.limits.pids} 2>/dev/null\n")
         if self.limits.memory and self.cgroups is None:
             lines.append(f"ulimit -v {max(1, self.limits.memory // 1024)} 2>/dev/null\n")
-        return "".join(lines)
+        return "".join(lines) + self._fsize()
+
+    def _fsize(self) -> str:
+        """`ulimit -f`: no file grows past the disk limit (SIGXFSZ), whatever else the cap is (bash: KiB units)."""
+        if not self.disk:
+            return ""
+        unit = 1024 if os.path.basename(self.shell) == "bash" else 512
+        return f"ulimit -f {max(1, self.disk // unit)} 2>/dev/null\n"
 
     def _probe(self) -> list[str]:
         """One sandboxed run at start: it must work, as a non-root uid with no capabilities."""
         probe_dir = Path(tempfile.mkdtemp(prefix="probe-", dir=self._dir))
         try:
+            if self.disk and self.drop_uid:  # root: a tmpfs per prompt, if this host lets us mount one
+                try:
+                    mount_tmpfs(probe_dir, self.disk)
+                    self.disk_tmpfs = True
+                except OSError as exc:
+                    log.info("%s: the disk limit is kept by a watchdog instead", exc)
             box = self._make(probe_dir, None, self._free_uids[-1])  # its cgroup is the slot's, kept
             argv = box._wrap(
                 ["/bin/sh", "-c", "cat /proc/self/status; ls -d /run /var/run 2>&1; exit 0"], chdir=box.cwd
             )
-            code, out, err, _ = run_io(argv, env=box._env, cwd=None, stdin=None, max_out=65536, timeout=30)
+            code, out, err, _ = run_io(
+                argv, env=box._env, cwd=None, stdin=None, max_out=65536, timeout=30, files=self.files
+            )
         finally:
-            shutil.rmtree(probe_dir, ignore_errors=True)
+            if left := remove_tree(probe_dir):
+                log.error("cannot unmount %s: the probe's dir %s is left in place", left, probe_dir)
         text = out.decode(errors="replace")
         if code != 0 or "CapEff:" not in text:
             return [f"a bubblewrap sandbox fails to start here: {err.strip() or f'exit code {code}'}"]
-        status = dict(line.split(":", 1) for line in text.splitlines() if line.startswith(("Uid:", "CapEff:")))
+        keys = ("Uid:", "CapEff:", "Seccomp:")
+        status = dict(line.split(":", 1) for line in text.splitlines() if line.startswith(keys))
         problems = []
         if status.get("Uid", "").split()[:1] == ["0"]:
             problems.append("commands would run as uid 0")
         if int(status.get("CapEff", "0").strip() or "0", 16):
             problems.append(f"commands would keep capabilities (CapEff {status['CapEff'].strip()})")
+        if self.files and status.get("Seccomp", "").strip() != "2":
+            problems.append("its seccomp filter is not applied to commands")
         if text.count("No such file") < 2:
             problems.append("/run or /var/run would be visible in the sandbox")
         return problems
@@ -348,7 +472,8 @@ class LocalBackend:
                     continue
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            shutil.rmtree(d, ignore_errors=True)
+            if left := remove_tree(d):  # a killed runner's tmpfs mounts go first, or nothing is removed
+                log.error("cannot unmount %s: the dead runner's dir %s is left in place", left, d)
 
     # -- prompts ------------------------------------------------------------------------
 
@@ -375,16 +500,21 @@ class LocalBackend:
         if prompt.cwd:
             cwd = Path(prompt.cwd)
             if not cwd.is_absolute() or not cwd.is_dir():
-                shutil.rmtree(task, ignore_errors=True)
+                os.rmdir(task)
                 raise SandboxError(f"the row's cwd {prompt.cwd!r} is not a directory on this host (local sandbox)")
+        slot = self._free_uids.pop()
         try:
-            return self._make(task, cwd, self._free_uids.pop())
+            return self._make(task, cwd, slot)
         except OSError as exc:
-            shutil.rmtree(task, ignore_errors=True)
+            self._free_uids.append(slot)
+            remove_tree(task)
             raise SandboxError(f"cannot set up a local sandbox: {exc}") from exc
 
     def _make(self, task: Path, cwd: Path | None, slot: int) -> LocalSandbox:
         uid = self._uid_base + slot if self.drop_uid else os.getuid()
+        mounted = self.disk_tmpfs and not os.path.ismount(task)  # (the probe's is mounted already)
+        if mounted:
+            mount_tmpfs(task, self.disk)
         tmpdir = task / "tmp"
         tmpdir.mkdir(mode=0o700)
         workdir = cwd or task / "work"
@@ -395,7 +525,12 @@ class LocalBackend:
             for d in own:
                 os.chown(d, uid, uid)
         cg = self._slot_cgroup(slot) if self.cgroups else []
-        return LocalSandbox(task, workdir, tmpdir, self, slot, uid, cg)
+        watch = []
+        if self.disk and not self.disk_tmpfs:
+            watch.append((task, not self.drop_uid))  # its files are the runner's own: none may hide
+        if self.disk and cwd:
+            watch.append((cwd, False))  # a host dir: its growth counts
+        return LocalSandbox(task, workdir, tmpdir, self, slot, uid, cg, self.disk_tmpfs, watch)
 
     def _slot_cgroup(self, slot: int) -> list[str]:
         """The cgroup of a uid slot, made once and reused by the slot's later prompts.
@@ -436,13 +571,57 @@ class LocalBackend:
         box.released = True
 
         def cleanup() -> None:
-            if not self.keep:
-                shutil.rmtree(box._taskdir, ignore_errors=True)
+            self._end_processes(box)
+            if box.mounted and self.keep:  # kept for debugging: copied out of the tmpfs first
+                kept = box._taskdir.with_name(box._taskdir.name + ".kept")
+                shutil.copytree(box._taskdir, kept, symlinks=True, ignore_dangling_symlinks=True)
+                unmount(box._taskdir)
+                os.rmdir(box._taskdir)
+                kept.rename(box._taskdir)
+            elif not self.keep and (left := remove_tree(box._taskdir)):
+                log.error("cannot unmount %s: the prompt's dir %s is left in place", left, box._taskdir)
 
         task = asyncio.get_running_loop().run_in_executor(self.pool, cleanup)
         self._removals.add(task)
         task.add_done_callback(self._removals.discard)
         task.add_done_callback(lambda _: self._free_uids.append(box.slot))
+
+    def _end_processes(self, box: LocalSandbox) -> None:
+        """A prompt's processes must not outlive it: wait for its cgroup to empty, else kill what is left there
+        and (root runner) everything of its uid, and log an error."""
+        if not self.confined:
+            return
+        me = {os.getpid()}  # cgroup v1: the runner's thread that forks the slot's commands is in its cgroups
+        deadline = time.monotonic() + LEFTOVER_WAIT_S
+        while (left := procs_in(box._cgroup) - me) and time.monotonic() < deadline:
+            time.sleep(0.02)  # a fork bomb's processes take a moment to die with their pid namespace
+        if left:
+            kill_procs(box._cgroup, me)
+        by_uid = self.drop_uid and (left or not self.cgroups) and self._kill_uid(box._uid)
+        if left or by_uid:
+            self.leftovers += 1
+            log.error(
+                "a prompt's processes outlived it (%s): killed by %s",
+                f"{len(left)} in its cgroup" if left else f"uid {box._uid}",
+                " and ".join(w for w, y in (("its cgroup", left), (f"uid {box._uid}", by_uid)) if y),
+            )
+
+    def _kill_uid(self, uid: int) -> bool:
+        """SIGKILL every process of `uid` (its real, effective or saved uid) until none is left; True if any was."""
+        found = False
+        deadline = time.monotonic() + LEFTOVER_WAIT_S
+        while (pids := procs_of_uid(uid)) and time.monotonic() < deadline:
+            found = True
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    fd = os.pidfd_open(pid)  # the process itself, even if its pid is reused meanwhile
+                    try:
+                        if pid in procs_of_uid(uid, [pid]):
+                            signal.pidfd_send_signal(fd, signal.SIGKILL)
+                    finally:
+                        os.close(fd)
+            time.sleep(0.02)
+        return found
 
     async def shutdown(self) -> None:
         while self._creating or self._removals:  # an abandoned sandbox's release adds a removal
@@ -453,5 +632,7 @@ class LocalBackend:
         if self.cgroups:
             await loop.run_in_executor(self.pool, self.cgroups.close)
         if not self.keep:
-            await loop.run_in_executor(self.pool, shutil.rmtree, self._dir, True)
+            left = await loop.run_in_executor(self.pool, remove_tree, self._dir)
+            if left:
+                log.error("cannot unmount %s: the run's sandbox dir %s is left in place", left, self._dir)
         self.pool.shutdown(wait=False)

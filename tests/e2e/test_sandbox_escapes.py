@@ -8,11 +8,14 @@ HERMES_REQUIRE_DOCKER=1 (as in tests/e2e/test_docker_sandbox.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -70,6 +73,8 @@ class Boxes:
         return json.loads(res.content), res.ok
 
     def close(self) -> None:
+        if self.loop.is_closed():
+            return
         for b in self.boxes:
             self.loop.run_until_complete(b.close())
         self.loop.run_until_complete(self.backend.shutdown())
@@ -297,6 +302,354 @@ def test_local_fork_bomb_is_bounded(tmp_path):
         uid = b.boxes[0]._uid
         left = subprocess.run(["pgrep", "-U", str(uid)], capture_output=True, text=True).stdout.split()
         assert left == []
+
+
+class HostProcs:
+    """Samples the host's process count (numeric /proc entries) and a uid's, every 0.2 s, in a thread."""
+
+    def __init__(self, uid: int | None):
+        self.uid = uid
+        self.host: list[int] = []
+        self.of_uid: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pids = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+            self.host.append(len(pids))
+            if self.uid is not None:
+                self.of_uid.append(len(procs_of_uid(self.uid, pids)))
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> HostProcs:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def procs_of_uid(uid: int, pids: list[str] | None = None) -> list[int]:
+    found = []
+    for pid in pids if pids is not None else [e.name for e in os.scandir("/proc") if e.name.isdigit()]:
+        try:
+            with open(f"/proc/{pid}/status") as fp:
+                uids = next(line for line in fp if line.startswith("Uid:")).split()[1:]
+        except (OSError, StopIteration):
+            continue
+        if str(uid) in uids:
+            found.append(int(pid))
+    return found
+
+
+def kill_uid(uid: int) -> None:
+    """The test's last word: whatever of the prompt's uid is left is killed (a broken limit must not stay)."""
+    for _ in range(50):
+        left = procs_of_uid(uid)
+        if not left:
+            return
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
+def baseline_procs() -> int:
+    return max(len([e for e in os.scandir("/proc") if e.name.isdigit()]) for _ in range(5))
+
+
+@needs_bwrap
+@pytest.mark.skipif(not AS_ROOT, reason="a prompt's uid of its own needs a root runner")
+@pytest.mark.parametrize("kind", ["fork bomb", "2000-process flood"])
+def test_local_process_floods_keep_the_host_bounded(tmp_path, kind):
+    """The host's process count stays near its baseline + pids_limit, and nothing of the prompt's uid is left."""
+    pids_limit = 64
+    b = Boxes(tmp_path / "sbx", pids_limit=pids_limit)
+    uid = b.boxes[0]._uid
+    base = baseline_procs()
+    try:
+        with HostProcs(uid) as seen:
+            if kind == "fork bomb":
+                res = b.sh("b() { b | b & }; b; sleep 3; echo still-here", timeout=8)
+                assert "still-here" in res.output or "fork" in res.output or res.timed_out, res.output[-300:]
+            else:
+                flood = (
+                    "import subprocess\nok = fail = 0\nps = []\nfor i in range(2000):\n    try:\n"
+                    "        ps.append(subprocess.Popen(['sleep', '60']))\n    except OSError:\n        fail += 1\n"
+                    "print('started', len(ps), 'refused', fail)\n"
+                )
+                b.tool("write_file", path="flood.py", content=flood)
+                res = b.sh("python3 flood.py", timeout=60)
+                started = int(res.output.split()[1])
+                assert started < pids_limit and int(res.output.split()[3]) == 2000 - started, res.output
+            assert b.sh("echo alive").output.strip() == "alive"  # the prompt goes on
+            b.close()
+            left_at_close = procs_of_uid(uid)  # close waits for the prompt's processes to be gone
+        print(f"{kind}: host processes {base} before, max {max(seen.host)} during; uid max {max(seen.of_uid)}")
+        assert max(seen.of_uid) <= pids_limit, seen.of_uid
+        assert max(seen.host) <= base + pids_limit + 100, (base, max(seen.host))  # + other jobs of this host
+        assert left_at_close == [] and b.backend.leftovers == 0
+    finally:
+        b.close()
+        kill_uid(uid)
+
+
+@needs_bwrap
+@pytest.mark.skipif(not AS_ROOT, reason="a prompt's uid of its own needs a root runner")
+def test_local_processes_that_outlive_their_prompt_are_killed_and_logged(tmp_path, caplog):
+    """As if a cgroup could not be emptied: a process left in the prompt's cgroup (and of its uid) is killed."""
+    b = Boxes(tmp_path / "sbx")
+    box = b.boxes[0]
+    uid = box._uid
+    try:
+        stray = subprocess.Popen(["sleep", "300"], user=uid, group=uid, extra_groups=[], start_new_session=True)
+        for procs in box._cgroup:
+            Path(procs).write_text(str(stray.pid))
+        with caplog.at_level("ERROR"):
+            b.close()
+        assert stray.wait(timeout=10) == -signal.SIGKILL
+        assert b.backend.leftovers == 1 and "outlived it" in caplog.text, caplog.text
+        assert procs_of_uid(uid) == []
+    finally:
+        b.close()
+        kill_uid(uid)
+
+
+# -- local sandbox: disk --------------------------------------------------------------------
+
+needs_mount = pytest.mark.skipif(not AS_ROOT, reason="the per-prompt tmpfs needs a root runner")
+
+
+def mounts_below(path: Path) -> list[str]:
+    from hermes_runner.sandbox.mounts import mounts_under
+
+    return mounts_under(path)
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 512 MiB tmpfs of the test's own: where a writer that a broken cap would let go fills nothing else."""
+    from hermes_runner.sandbox.mounts import mount_tmpfs, unmount
+
+    d = tmp_path / "small"
+    d.mkdir()
+    mount_tmpfs(d, 512 << 20)
+    os.chmod(d, 0o777)
+    try:
+        yield d
+    finally:
+        unmount(d)
+
+
+@needs_bwrap
+@needs_mount
+def test_local_disk_limit_is_a_tmpfs_the_work_dir_and_tmp_share(tmp_path):
+    b = Boxes(tmp_path / "sbx", disk_limit="64m", mem_limit="512m")
+    try:
+        assert b.backend.disk_tmpfs and b.boxes[0].mounted
+        task = b.boxes[0]._taskdir
+        assert os.path.ismount(task)
+        res = b.sh("dd if=/dev/zero of=big bs=1M count=200 2>&1; echo rc=$?; stat -c %s big")  # one file
+        assert "File size limit exceeded" in res.output and int(res.output.split()[-1]) == 64 << 20, res.output
+        b.sh("rm big")
+        res = b.sh("for f in a b c; do dd if=/dev/zero of=$f bs=1M count=40 2>&1; echo rc=$?; done; cat a b c | wc -c")
+        written = int(res.output.split()[-1])
+        print(f"tmpfs cap 64 MiB: {written} bytes written before ENOSPC")
+        assert "No space left" in res.output and "rc=1" in res.output and written <= 64 << 20, res.output
+        res = b.sh("head -c 1M /dev/zero > /tmp/more; echo rc=$?")  # /tmp is in the same cap
+        assert "rc=1" in res.output and "No space left" in res.output, res.output
+        out, ok = b.tool("write_file", path="more.txt", content="x" * (2 << 20))
+        assert not ok and "No space left" in out["error"], out
+        b.sh("rm a b c")
+        res = b.sh("head -c 1M /dev/zero > /tmp/more; echo rc=$?")  # room again
+        assert "rc=0" in res.output, res.output
+        # many files: the inode count is bounded too (64 MiB / 4 KiB = 16384)
+        res = b.sh("i=0; while [ $i -lt 20000 ]; do : > f$i || break; i=$((i+1)); done; echo made $i")
+        assert int(res.output.split()[-1]) < 17000, res.output
+    finally:
+        b.close()
+    assert mounts_below(tmp_path) == [] and not any((tmp_path / "sbx").iterdir())
+
+
+async def _cycle(backend: LocalBackend, n: int) -> float:
+    """Seconds per prompt sandbox made and removed, one after another."""
+    t = time.perf_counter()
+    for i in range(n):
+        box = await backend.create(Prompt(i, f"c{i}", "p"))
+        await box.close()
+        await asyncio.gather(*backend._removals)
+    return (time.perf_counter() - t) / n
+
+
+@needs_bwrap
+@needs_mount
+def test_local_disk_limit_cost_per_prompt(tmp_path):
+    """The tmpfs costs a mount and an unmount per prompt: measured against no cap."""
+    both = {limit: Boxes(tmp_path / f"sbx-{limit}", n=0, disk_limit=limit) for limit in (None, "1g")}
+    timings: dict[str | None, list[float]] = {None: [], "1g": []}
+    try:
+        for _ in range(5):  # interleaved, the best of each: the host's other jobs come and go
+            for limit, b in both.items():
+                timings[limit].append(b.loop.run_until_complete(_cycle(b.backend, 20)))
+    finally:
+        for b in both.values():
+            b.close()
+    timings = {k: min(v) for k, v in timings.items()}
+    print(f"create + close of a prompt's sandbox: {timings[None] * 1e3:.2f} ms without a disk cap, "
+          f"{timings['1g'] * 1e3:.2f} ms with its tmpfs")  # fmt: skip
+    assert mounts_below(tmp_path) == []
+
+
+@needs_bwrap
+def test_local_row_cwd_is_capped_by_the_watchdog(tmp_path, small_fs):
+    """A row's own cwd (a host dir) cannot take the tmpfs: its growth is watched, and the writer stopped."""
+    cfg_root = tmp_path / "sbx"
+    b = Boxes(cfg_root, n=0, disk_limit="32m")
+    try:
+        (small_fs / "existing").write_bytes(b"y" * (8 << 20))  # what it held before counts not
+        box = b.loop.run_until_complete(b.backend.create(Prompt(0, "cwd", "p", cwd=str(small_fs))))
+        b.boxes.append(box)
+        assert box.cwd == str(small_fs) and box._watch
+        # one file: RLIMIT_FSIZE stops it at the limit exactly
+        res = b.sh("dd if=/dev/zero of=one bs=1M count=100 2>&1; echo rc=$?; stat -c %s one; rm one")
+        assert "rc=0" not in res.output and "File size limit exceeded" in res.output, res.output
+        assert int(res.output.split()[-1]) == 32 << 20, res.output
+        # many files at the disk's speed: the watchdog stops the command
+        writer = "i=0; while :; do head -c 1M /dev/zero > f$i || break; i=$((i+1)); done; echo never"
+        res = b.sh(writer, timeout=60)
+        held = sum(f.stat().st_size for f in small_fs.glob("f*"))
+        print(f"watchdog, cap 32 MiB: {held} bytes written before the command was stopped")
+        assert "disk limit hit" in res.output and res.exit_code != 0 and "never" not in res.output, res.output
+        assert held > 32 << 20  # (and under the 512 MiB of small_fs: a writer never stopped would fill it)
+        assert "disk limit hit" in b.sh("sleep 5; echo done", timeout=20).output  # still over: stopped again
+        b.sh("rm -f f*")
+        assert b.sh("sleep 0.5; echo done").output.strip() == "done"  # room again
+    finally:
+        b.close()
+
+
+@needs_bwrap
+@needs_mount
+def test_local_killed_runners_mounts_are_reaped_never_removed_through(tmp_path):
+    """kill -9 of a runner leaves its prompts' tmpfs mounts: the next runner unmounts them before any removal,
+    and a mount of a host dir inside a dead runner's dir never has its host files deleted."""
+    root = tmp_path / "sbx"
+    code = (
+        "import asyncio, sys, time\n"
+        "from hermes_runner.config import SandboxConfig\nfrom hermes_runner.dataset import Prompt\n"
+        "from hermes_runner.sandbox.local import LocalBackend\n"
+        "async def main():\n"
+        "    cfg = SandboxConfig(); cfg.local.root = sys.argv[1]\n"
+        "    b = LocalBackend(cfg, 'dead'); await b.start(set())\n"
+        "    box = await b.create(Prompt(0, 'k', 'p'))\n"
+        "    await box.run('echo data > f', 20)\n"
+        "    print(box._taskdir, flush=True); time.sleep(300)\n"
+        "asyncio.run(main())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    dead = subprocess.Popen([sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE, text=True, env=env)
+    host = tmp_path / "host-dir"
+    host.mkdir()
+    (host / "precious").write_text("keep me")
+    try:
+        task = Path(dead.stdout.readline().strip())
+        assert os.path.ismount(task), task
+        dead.kill()
+        dead.wait(timeout=30)
+        inner = task / "work" / "bound"
+        inner.mkdir()
+        subprocess.run(["mount", "--bind", str(host), str(inner)], check=True)
+        assert mounts_below(task.parent)
+        Boxes(root, n=0).close()  # a new runner on the same root reaps the dead one's dir
+        assert not task.parent.exists() and mounts_below(root) == []
+        assert (host / "precious").read_text() == "keep me"
+    finally:
+        dead.kill()
+        from hermes_runner.sandbox.mounts import unmount
+
+        for m in mounts_below(tmp_path):
+            unmount(m)
+
+
+def test_local_disk_limit_is_parsed_like_mem_limit(tmp_path):
+    with pytest.raises(ConfigError, match="sandbox.local.disk_limit"):
+        Boxes(tmp_path / "sbx", disk_limit="lots")
+
+
+# -- local sandbox: seccomp -------------------------------------------------------------------
+
+SYSCALLS = (
+    "import ctypes, os, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "def call(name, nr, *args):\n"
+    "    r = libc.syscall(nr, *args)\n"
+    "    print(name, r, os.strerror(ctypes.get_errno()) if r == -1 else 'ok')\n"
+    "call('add_key', 248, b'user', b'hermes', b'v', 1, ctypes.c_long(-3))\n"  # KEY_SPEC_SESSION_KEYRING
+    "call('request_key', 249, b'user', b'hermes', None, 0)\n"
+    "call('keyctl', 250, 0, ctypes.c_long(-3), 0)\n"  # KEYCTL_GET_KEYRING_ID
+    "call('unshare', 272, 0x10000000)\n"  # CLONE_NEWUSER
+    "call('mount', 165, b'none', b'/tmp', b'tmpfs', 0, None)\n"
+    "call('ptrace', 101, 16, 1, 0, 0)\n"  # PTRACE_ATTACH to pid 1
+    "call('bpf', 321, 0, None, 0)\n"
+    "call('perf_event_open', 298, None, 0, -1, -1, 0)\n"
+    "call('userfaultfd', 323, 0)\n"
+)
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers of x86_64")
+def test_local_seccomp_denies_keyrings_namespaces_mounts_and_ptrace(boxes):
+    boxes.tool("write_file", path="sys.py", content=SYSCALLS)
+    res = boxes.sh("python3 sys.py")
+    got = {line.split()[0]: line.split(" ", 2)[2] for line in res.output.splitlines() if line}
+    assert set(got) == {"add_key", "request_key", "keyctl", "unshare", "mount", "ptrace", "bpf",
+                        "perf_event_open", "userfaultfd"}, res.output  # fmt: skip
+    assert all(v == "Operation not permitted" for v in got.values()), got
+    for cmd in ("unshare -U true", "unshare -m true", "strace -f true"):
+        if shutil.which(cmd.split()[0]):
+            assert boxes.sh(cmd).exit_code != 0, cmd
+    assert "Seccomp:\t2" in boxes.sh("grep Seccomp: /proc/self/status").output
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers of x86_64")
+def test_local_seccomp_is_what_denies_the_keyring(tmp_path):
+    """The control: without the filter (seccomp=false) the same add_key succeeds, as in the sweep."""
+    b = Boxes(tmp_path / "sbx", seccomp=False)
+    try:
+        b.tool("write_file", path="sys.py", content=SYSCALLS)
+        res = b.sh("python3 sys.py; grep Seccomp: /proc/self/status")
+        assert res.output.splitlines()[0].endswith(" ok"), res.output
+        assert "Seccomp:\t0" in res.output
+    finally:
+        b.close()
+
+
+@needs_bwrap
+def test_local_ordinary_commands_work_under_seccomp(boxes):
+    checks = {
+        "python3 -c 'import multiprocessing as m; print(m.Pool(2).map(abs, [-1, -2]))'": "[1, 2]",
+        "bash -c 'echo $((6 * 7))'": "42",
+        "python3 -m pip --version": "pip ",
+        "git init -q r && cd r && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m m && git log --oneline | wc -l": "1",
+        "sleep 0.1 & wait; echo waited": "waited",
+    }  # fmt: skip
+    if shutil.which("gcc"):
+        checks["printf '#include <stdio.h>\\nint main(){puts(\"built\");}' > m.c && gcc m.c -o m && ./m"] = "built"
+    for cmd, want in checks.items():
+        res = boxes.sh(cmd, timeout=60)
+        assert res.exit_code == 0 and want in res.output, (cmd, res.output)
+
+
+def test_local_refuses_to_start_without_its_seccomp_filter_unless_opted_out(tmp_path, monkeypatch):
+    if not HAS_BWRAP:
+        pytest.skip("bubblewrap not installed")
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # the package is not installed
+    with pytest.raises(ConfigError, match="seccomp filter cannot be built.*sandbox.local.seccomp=false"):
+        Boxes(tmp_path / "sbx")
+    Boxes(tmp_path / "sbx2", seccomp=False).close()
 
 
 @needs_bwrap
