@@ -429,18 +429,20 @@ def mounts_below(path: Path) -> list[str]:
 
 
 @pytest.fixture
-def small_fs(tmp_path):
-    """A 512 MiB tmpfs of the test's own: where a writer that a broken cap would let go fills nothing else."""
+def small_fs():
+    """A 512 MiB tmpfs of the test's own (any user may reach it): where a writer that a broken cap would let go
+    fills nothing else."""
     from hermes_runner.sandbox.mounts import mount_tmpfs, unmount
 
-    d = tmp_path / "small"
-    d.mkdir()
+    d = Path("/var/tmp") / f"hermes-small-{os.getpid()}-{time.time_ns()}"
+    d.mkdir(mode=0o755)
     mount_tmpfs(d, 512 << 20)
     os.chmod(d, 0o777)
     try:
         yield d
     finally:
         unmount(d)
+        d.rmdir()
 
 
 @needs_bwrap
@@ -528,6 +530,67 @@ def test_local_row_cwd_is_capped_by_the_watchdog(tmp_path, small_fs):
         assert b.sh("sleep 0.5; echo done").output.strip() == "done"  # room again
     finally:
         b.close()
+
+
+UNPRIVILEGED_RUNNER = """
+import asyncio, json, sys
+from hermes_runner.config import SandboxConfig
+from hermes_runner.dataset import Prompt
+from hermes_runner.sandbox.local import LocalBackend
+
+async def main():
+    cfg = SandboxConfig()
+    cfg.local.root = sys.argv[1]
+    cfg.local.disk_limit = "32m"
+    b = LocalBackend(cfg, "nobody")
+    await b.start(set())
+    box = await b.create(Prompt(0, "k", "p"))
+    out = {"tmpfs": b.disk_tmpfs, "watch": [str(d) for d, _ in box._watch]}
+    # 30 MiB hidden in a dir the command makes unreadable, then 5 MiB more: 35 MiB in all, over the cap
+    hide = await box.run("mkdir h; for i in $(seq 30); do head -c 1M /dev/zero > h/f$i; done; chmod 000 h", 30)
+    out["hide"] = hide.output
+    out["over"] = (await box.run("head -c 5M /dev/zero > g; sleep 3; echo slept", 30)).output
+    await box.run("chmod 700 h; rm -rf h g", 30)
+    writer = "i=0; while :; do head -c 1M /dev/zero > /tmp/f$i || break; i=$((i+1)); done; echo never"
+    out["writer"] = (await box.run(writer, 60)).output
+    out["held"] = (await box.run("cat /tmp/f* | wc -c", 30)).output
+    out["seccomp"] = (await box.run("grep Seccomp: /proc/self/status; unshare -U true; echo rc=$?", 30)).output
+    await box.close()
+    await b.shutdown()
+    print(json.dumps(out))
+
+asyncio.run(main())
+"""
+
+
+@needs_bwrap
+@pytest.mark.skipif(not AS_ROOT, reason="runs a runner as nobody, which takes root")
+def test_local_unprivileged_runner_keeps_the_disk_limit_by_a_watchdog(tmp_path, small_fs):
+    """A runner without root cannot mount a tmpfs: the watchdog stops the writer, even of files it hid."""
+    python = shutil.which("python3", path="/usr/bin:/bin")  # the venv's interpreter may be under 0700 /root
+    ok = python and subprocess.run(
+        [python, "-c", f"import sys; sys.exit(sys.version_info[:2] != {sys.version_info[:2]})"]
+    )
+    if not ok or ok.returncode:
+        pytest.skip("no system python3 of this version to run the unprivileged runner with")
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    root = small_fs / "sbx"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(small_fs), "PYTHONPATH": f"{ROOT}:{site}"}
+    res = subprocess.run(
+        ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c", UNPRIVILEGED_RUNNER,
+         str(root)], env=env, capture_output=True, text=True, timeout=180, cwd="/",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.splitlines()[-1])
+    assert not out["tmpfs"] and len(out["watch"]) == 1, out
+    assert "disk limit hit" not in out["hide"], out
+    assert "disk limit hit" in out["over"] and "slept" not in out["over"], out  # the hidden 30 MiB counted
+    assert "disk limit hit" in out["writer"] and "never" not in out["writer"], out
+    held = int(out["held"].split()[0])
+    print(f"unprivileged runner, watchdog, cap 32 MiB: {held} bytes written before the command was stopped")
+    assert held > 32 << 20
+    assert "Seccomp:\t2" in out["seccomp"] and "rc=0" not in out["seccomp"], out
+    assert not any(root.iterdir())  # (the run's dir removed at its end)
 
 
 @needs_bwrap
