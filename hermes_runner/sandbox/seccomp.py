@@ -37,8 +37,7 @@ CLONE_NAMESPACES = (
     0x10000000,  # CLONE_NEWUSER
     0x20000000,  # CLONE_NEWPID
     0x40000000,  # CLONE_NEWNET
-    0x00000080,  # CLONE_NEWTIME
-)
+)  # (CLONE_NEWTIME is not a clone(2) flag: its bit is clone's exit signal there; unshare(2) is denied anyway)
 PTRACE_TRACEME = 0
 
 

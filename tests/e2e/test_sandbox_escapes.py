@@ -658,6 +658,9 @@ SYSCALLS = (
     "call('bpf', 321, 0, None, 0)\n"
     "call('perf_event_open', 298, None, 0, -1, -1, 0)\n"
     "call('userfaultfd', 323, 0)\n"
+    "r = libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)\n"  # clone(CLONE_NEWUSER | SIGCHLD): a fork, if allowed
+    "if r == 0:\n    os._exit(0)\n"
+    "print('clone_newuser', r, os.strerror(ctypes.get_errno()) if r == -1 else 'ok')\n"
 )
 
 
@@ -668,7 +671,7 @@ def test_local_seccomp_denies_keyrings_namespaces_mounts_and_ptrace(boxes):
     res = boxes.sh("python3 sys.py")
     got = {line.split()[0]: line.split(" ", 2)[2] for line in res.output.splitlines() if line}
     assert set(got) == {"add_key", "request_key", "keyctl", "unshare", "mount", "ptrace", "bpf",
-                        "perf_event_open", "userfaultfd"}, res.output  # fmt: skip
+                        "perf_event_open", "userfaultfd", "clone_newuser"}, res.output  # fmt: skip
     assert all(v == "Operation not permitted" for v in got.values()), got
     for cmd in ("unshare -U true", "unshare -m true", "strace -f true"):
         if shutil.which(cmd.split()[0]):
