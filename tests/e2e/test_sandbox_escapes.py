@@ -487,6 +487,29 @@ async def _cycle(backend: LocalBackend, n: int) -> float:
 
 @needs_bwrap
 @needs_mount
+def test_local_kept_dirs_are_copied_out_of_their_tmpfs(tmp_path):
+    """sandbox.keep=true: a prompt's dir is kept on the disk, with what it held, and its tmpfs is gone."""
+    cfg = SandboxConfig(keep=True)
+    cfg.local.root = str(tmp_path / "sbx")
+    loop = asyncio.new_event_loop()
+    try:
+        backend = LocalBackend(cfg, "kept")
+        loop.run_until_complete(backend.start(set()))
+        box = loop.run_until_complete(backend.create(Prompt(0, "k", "p")))
+        loop.run_until_complete(box.run("echo kept > f; ln -s /etc/passwd link; echo t > /tmp/t", 20))
+        task = box._taskdir
+        assert os.path.ismount(task)
+        loop.run_until_complete(box.close())
+        loop.run_until_complete(backend.shutdown())
+    finally:
+        loop.close()
+    assert mounts_below(tmp_path) == []
+    assert (task / "work" / "f").read_text() == "kept\n" and (task / "tmp" / "t").read_text() == "t\n"
+    assert os.readlink(task / "work" / "link") == "/etc/passwd"
+
+
+@needs_bwrap
+@needs_mount
 def test_local_disk_limit_cost_per_prompt(tmp_path):
     """The tmpfs costs a mount and an unmount per prompt: measured against no cap."""
     both = {limit: Boxes(tmp_path / f"sbx-{limit}", n=0, disk_limit=limit) for limit in (None, "1g")}
