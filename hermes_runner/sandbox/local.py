@@ -37,6 +37,7 @@ from pathlib import Path
 from hermes_runner.config import LocalIsolation, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError, ToolError
+from hermes_runner.sandbox import local_watchdog
 from hermes_runner.sandbox.base import (
     READ_SCRIPT,
     SAFE_ENV_KEYS,
@@ -48,7 +49,7 @@ from hermes_runner.sandbox.base import (
     runner_alive,
 )
 from hermes_runner.sandbox.cgroups import JOIN_SCRIPT, Cgroups, Limits, kill_procs, parse_size, procs_in
-from hermes_runner.sandbox.mounts import mount_tmpfs, remove_tree, unmount, usage
+from hermes_runner.sandbox.mounts import copy_out, mount_tmpfs, remove_tree, usage
 from hermes_runner.sandbox.spawn import fd_arg, run_command, run_io
 
 log = logging.getLogger(__name__)
@@ -301,6 +302,7 @@ class LocalBackend:
         self.files: tuple[bytes, ...] = ()  # what bubblewrap reads from fds (the seccomp filter)
         self.disk_tmpfs = False  # the disk limit is a tmpfs per prompt (else, when set, the watchdog)
         self.leftovers = 0  # prompts whose processes outlived them and had to be killed
+        self._watchdog: local_watchdog.Watchdog | None = None  # unmounts the tmpfs mounts if the runner dies
         self.launch = LAUNCH.format(nodir=NO_WORKDIR, limits=self._fsize())
         self.cgroups: Cgroups | None = None
         root = Path(o.root) if o.root else default_root()
@@ -363,6 +365,8 @@ class LocalBackend:
         if missing:
             if self.cgroups:
                 self.cgroups.close()
+            if self._watchdog is not None:
+                self._watchdog.stop()
             raise ConfigError(
                 "the local sandbox cannot confine commands on this host: "
                 + "; ".join(missing)
@@ -421,11 +425,14 @@ class LocalBackend:
         probe_dir = Path(tempfile.mkdtemp(prefix="probe-", dir=self._dir))
         try:
             if self.disk and self.drop_uid:  # root: a tmpfs per prompt, if this host lets us mount one
+                self._watchdog = local_watchdog.spawn(self._dir, self.keep)  # before any mount
                 try:
                     mount_tmpfs(probe_dir, self.disk)
                     self.disk_tmpfs = True
                 except OSError as exc:
                     log.info("%s: the disk limit is kept by a watchdog instead", exc)
+                    self._watchdog.stop()
+                    self._watchdog = None
             box = self._make(probe_dir, None, self._free_uids[-1])  # its cgroup is the slot's, kept
             argv = box._wrap(
                 ["/bin/sh", "-c", "cat /proc/self/status; ls -d /run /var/run 2>&1; exit 0"], chdir=box.cwd
@@ -573,11 +580,7 @@ class LocalBackend:
         def cleanup() -> None:
             self._end_processes(box)
             if box.mounted and self.keep:  # kept for debugging: copied out of the tmpfs first
-                kept = box._taskdir.with_name(box._taskdir.name + ".kept")
-                shutil.copytree(box._taskdir, kept, symlinks=True, ignore_dangling_symlinks=True)
-                unmount(box._taskdir)
-                os.rmdir(box._taskdir)
-                kept.rename(box._taskdir)
+                copy_out(box._taskdir)
             elif not self.keep and (left := remove_tree(box._taskdir)):
                 log.error("cannot unmount %s: the prompt's dir %s is left in place", left, box._taskdir)
 
@@ -635,4 +638,6 @@ class LocalBackend:
             left = await loop.run_in_executor(self.pool, remove_tree, self._dir)
             if left:
                 log.error("cannot unmount %s: the run's sandbox dir %s is left in place", left, self._dir)
+        if self._watchdog is not None:
+            await loop.run_in_executor(self.pool, self._watchdog.stop)
         self.pool.shutdown(wait=False)

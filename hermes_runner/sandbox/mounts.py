@@ -103,3 +103,13 @@ def usage(path: str | Path, reopen: bool = False) -> int:
             if stat.S_ISDIR(st.st_mode):
                 stack.append(e.path)
     return total
+
+
+def copy_out(path: str | Path) -> None:
+    """Keep what a tmpfs mounted on `path` holds: copy it to the disk (symlinks as links), unmount, put it there."""
+    path = Path(path)
+    kept = path.with_name(path.name + ".kept")
+    shutil.copytree(path, kept, symlinks=True, ignore_dangling_symlinks=True)
+    unmount(path)
+    os.rmdir(path)
+    kept.rename(path)

@@ -618,9 +618,8 @@ def test_local_unprivileged_runner_keeps_the_disk_limit_by_a_watchdog(tmp_path, 
 
 @needs_bwrap
 @needs_mount
-def test_local_killed_runners_mounts_are_reaped_never_removed_through(tmp_path):
-    """kill -9 of a runner leaves its prompts' tmpfs mounts: the next runner unmounts them before any removal,
-    and a mount of a host dir inside a dead runner's dir never has its host files deleted."""
+def test_local_killed_runners_mounts_go_with_it(tmp_path):
+    """kill -9 of a runner's whole process group: its watchdog unmounts its prompts' tmpfs and removes its dir."""
     root = tmp_path / "sbx"
     code = (
         "import asyncio, sys, time\n"
@@ -629,32 +628,57 @@ def test_local_killed_runners_mounts_are_reaped_never_removed_through(tmp_path):
         "async def main():\n"
         "    cfg = SandboxConfig(); cfg.local.root = sys.argv[1]\n"
         "    b = LocalBackend(cfg, 'dead'); await b.start(set())\n"
-        "    box = await b.create(Prompt(0, 'k', 'p'))\n"
-        "    await box.run('echo data > f', 20)\n"
-        "    print(box._taskdir, flush=True); time.sleep(300)\n"
+        "    boxes = [await b.create(Prompt(i, f'k{i}', 'p')) for i in range(3)]\n"
+        "    await boxes[0].run('echo data > f; sleep 300 &', 20)\n"
+        "    print(boxes[0]._taskdir, flush=True); time.sleep(300)\n"
         "asyncio.run(main())\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    dead = subprocess.Popen([sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE, text=True, env=env)
+    dead = subprocess.Popen(
+        [sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        task = Path(dead.stdout.readline().strip())
+        assert os.path.ismount(task) and len(mounts_below(task.parent)) == 3, task
+        os.killpg(dead.pid, signal.SIGKILL)
+        dead.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while (mounts_below(root) or task.parent.exists()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mounts_below(root) == [] and not task.parent.exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(dead.pid, signal.SIGKILL)
+        from hermes_runner.sandbox.mounts import unmount
+
+        for m in mounts_below(tmp_path):
+            unmount(m)
+
+
+@needs_bwrap
+@needs_mount
+def test_local_reaper_unmounts_a_dead_runners_mounts_and_never_removes_through_one(tmp_path):
+    """A dead runner's dir whose mounts are still there (its watchdog died too): the next runner's start-up
+    cleanup unmounts them before it removes anything, and a host dir mounted inside keeps its files."""
+    from hermes_runner.sandbox.mounts import mount_tmpfs, unmount
+
+    root = tmp_path / "sbx"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = root / f"dead-{gone.pid}"
+    (dead / "task").mkdir(parents=True)
+    (dead / MARKER).write_text(json.dumps({"pid": gone.pid, "start": "1", "host": os.uname().nodename}))
     host = tmp_path / "host-dir"
     host.mkdir()
     (host / "precious").write_text("keep me")
     try:
-        task = Path(dead.stdout.readline().strip())
-        assert os.path.ismount(task), task
-        dead.kill()
-        dead.wait(timeout=30)
-        inner = task / "work" / "bound"
-        inner.mkdir()
-        subprocess.run(["mount", "--bind", str(host), str(inner)], check=True)
-        assert mounts_below(task.parent)
-        Boxes(root, n=0).close()  # a new runner on the same root reaps the dead one's dir
-        assert not task.parent.exists() and mounts_below(root) == []
+        mount_tmpfs(dead / "task", 1 << 20)
+        (dead / "task" / "bound").mkdir()
+        subprocess.run(["mount", "--bind", str(host), str(dead / "task" / "bound")], check=True)
+        Boxes(root, n=0).close()
+        assert not dead.exists() and mounts_below(root) == []
         assert (host / "precious").read_text() == "keep me"
     finally:
-        dead.kill()
-        from hermes_runner.sandbox.mounts import unmount
-
         for m in mounts_below(tmp_path):
             unmount(m)
 
