@@ -162,7 +162,7 @@ class LocalSandboxOptions:
     )
     uid_base: int = 1_900_000_000  # a root runner runs each prompt as its own uid from here (no passwd entry)
     pids_limit: int = 256  # processes and threads per prompt (0: none)
-    mem_limit: str | None = "1g"  # memory per prompt, no swap (null: none)
+    mem_limit: str | None = "1g"  # memory per prompt, no swap (null: none); + disk_limit when its files are a tmpfs
     cpus: float = 1.0  # CPU cores per prompt (0: none; needs cgroups)
     # what a prompt's work dir and /tmp may hold together, and its largest file (null: no cap; docs/sandboxes.md)
     disk_limit: str | None = "1g"

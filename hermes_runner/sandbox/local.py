@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import itertools
 import json
@@ -377,11 +378,12 @@ class LocalBackend:
         if self.disk:
             disk = f"{self.options.disk_limit} ({'a tmpfs per prompt' if self.disk_tmpfs else 'a watchdog'})"
         log.info(
-            "local sandbox: bubblewrap, %s, limits by %s (pids %s, memory %s, cpus %s, disk %s), seccomp %s",
+            "local sandbox: bubblewrap, %s, limits by %s (pids %s, memory %s%s, cpus %s, disk %s), seccomp %s",
             "a uid of its own per prompt" if self.drop_uid else "the runner's uid in a user namespace",
             f"cgroup v{self.cgroups.version}" if self.cgroups else "rlimits",
             self.limits.pids or "-",
             self.options.mem_limit or "-",
+            " + the disk's tmpfs" if self.cgroup_limits() is not self.limits else "",
             (self.limits.cpus or "-") if self.cgroups else "- (needs cgroups)",
             disk,
             "on" if self.files else "off",
@@ -548,8 +550,16 @@ class LocalBackend:
         """
         procs = self._slot_cgroups.get(slot)
         if procs is None:
-            procs = self._slot_cgroups[slot] = self.cgroups.make(f"slot-{slot}", self.limits)
+            procs = self._slot_cgroups[slot] = self.cgroups.make(f"slot-{slot}", self.cgroup_limits())
         return procs
+
+    def cgroup_limits(self) -> Limits:
+        """A slot cgroup's limits: with a tmpfs per prompt its files are charged to the cgroup's memory too, so
+        the memory limit is mem_limit + disk_limit (processes keep mem_limit beside a full disk; without that, a
+        prompt whose files filled its memory could not even run `rm`)."""
+        if self.disk_tmpfs and self.limits.memory:
+            return dataclasses.replace(self.limits, memory=self.limits.memory + self.disk)
+        return self.limits
 
     def spawner(self, slot: int) -> ThreadPoolExecutor:
         """cgroup v1: a thread of the runner placed in the slot's cgroups (v1 places threads one by one).

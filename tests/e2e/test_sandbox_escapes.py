@@ -487,6 +487,24 @@ async def _cycle(backend: LocalBackend, n: int) -> float:
 
 @needs_bwrap
 @needs_mount
+def test_local_a_full_disk_leaves_the_prompt_its_memory(tmp_path):
+    """The tmpfs's pages are charged to the prompt's memory cgroup: it holds mem_limit + disk_limit, so a prompt
+    whose disk is full still has mem_limit for its processes (and can delete files)."""
+    b = Boxes(tmp_path / "sbx", mem_limit="128m", disk_limit="128m")
+    try:
+        res = b.sh("for f in a b c; do head -c 60M /dev/zero > $f || echo full; done; cat a b c | wc -c")
+        assert "No space left" in res.output and int(res.output.split()[-1]) <= 128 << 20, res.output
+        res = b.sh("python3 -c \"x = b'x' * (96 << 20); print('ALLOC', len(x) >> 20)\"", timeout=60)
+        assert "ALLOC 96" in res.output, res.output
+        res = b.sh("python3 -c \"x = b'x' * (256 << 20); print('SURV' + 'IVED')\"", timeout=60)
+        assert "SURVIVED" not in res.output and res.exit_code != 0, res.output  # mem_limit still holds
+        assert b.sh("rm a b c && echo removed").output.strip() == "removed"
+    finally:
+        b.close()
+
+
+@needs_bwrap
+@needs_mount
 def test_local_kept_dirs_are_copied_out_of_their_tmpfs(tmp_path):
     """sandbox.keep=true: a prompt's dir is kept on the disk, with what it held, and its tmpfs is gone."""
     cfg = SandboxConfig(keep=True)
@@ -767,7 +785,7 @@ def test_local_refuses_to_start_without_its_seccomp_filter_unless_opted_out(tmp_
 
 @needs_bwrap
 def test_local_memory_hog_is_bounded(tmp_path):
-    b = Boxes(tmp_path / "sbx", mem_limit="128m")
+    b = Boxes(tmp_path / "sbx", mem_limit="128m", disk_limit="64m")  # (the cgroup holds both: 192 MiB)
     try:
         res = b.sh("python3 -c \"x = b'x' * (1 << 30); print('SURV' + 'IVED', len(x))\"", timeout=60)
         assert res.exit_code != 0 and "SURVIVED" not in res.output, res.output
@@ -778,7 +796,7 @@ def test_local_memory_hog_is_bounded(tmp_path):
 
 @needs_bwrap
 def test_local_limits_are_set_in_cgroups_where_available(tmp_path):
-    b = Boxes(tmp_path / "sbx", pids_limit=77, mem_limit="300m", cpus=0.5)
+    b = Boxes(tmp_path / "sbx", pids_limit=77, mem_limit="300m", cpus=0.5, disk_limit="200m")
     try:
         cg = b.backend.cgroups
         if cg is None:
@@ -787,7 +805,8 @@ def test_local_limits_are_set_in_cgroups_where_available(tmp_path):
         values = {f.name: f.read_text().strip() for p in procs for f in p.parent.iterdir() if f.name in {
             "pids.max", "memory.limit_in_bytes", "memory.max", "cpu.cfs_quota_us", "cpu.max"}}  # fmt: skip
         assert values.get("pids.max") == "77"
-        assert (values.get("memory.limit_in_bytes") or values.get("memory.max")) == str(300 << 20)
+        memory = (300 + 200 if b.backend.disk_tmpfs else 300) << 20  # the tmpfs's files are in memory too
+        assert (values.get("memory.limit_in_bytes") or values.get("memory.max")) == str(memory)
         assert values.get("cpu.cfs_quota_us", values.get("cpu.max", "").split(" ")[0]) == "50000"
         runner = {str(os.getpid())}  # cgroup v1: the runner thread that forks the prompt's commands is in it
 
