@@ -554,6 +554,7 @@ def test_local_row_cwd_is_capped_by_the_watchdog(tmp_path, small_fs):
         (small_fs / "existing").write_bytes(b"y" * (8 << 20))  # what it held before counts not
         box = b.loop.run_until_complete(b.backend.create(Prompt(0, "cwd", "p", cwd=str(small_fs))))
         b.boxes.append(box)
+        b.ctxs.append(ToolContext(box, command_timeout_s=20, max_output_chars=50_000))
         assert box.cwd == str(small_fs) and box._watch
         # one file: RLIMIT_FSIZE stops it at the limit exactly
         res = b.sh("dd if=/dev/zero of=one bs=1M count=100 2>&1; echo rc=$?; stat -c %s one; rm one")
@@ -567,6 +568,8 @@ def test_local_row_cwd_is_capped_by_the_watchdog(tmp_path, small_fs):
         assert "disk limit hit" in res.output and res.exit_code != 0 and "never" not in res.output, res.output
         assert held > 32 << 20  # (and under the 512 MiB of small_fs: a writer never stopped would fill it)
         assert "disk limit hit" in b.sh("sleep 5; echo done", timeout=20).output  # still over: stopped again
+        out, ok = b.tool("write_file", path="note.txt", content="x")
+        assert not ok and "disk limit hit" in out["error"], out
         b.sh("rm -f f*")
         assert b.sh("sleep 0.5; echo done").output.strip() == "done"  # room again
     finally:
