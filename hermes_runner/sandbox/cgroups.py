@@ -147,6 +147,7 @@ class Cgroups:
         still in one after `wait_s` is killed (and logged as an error): nothing outlives the run."""
         deadline = time.monotonic() + wait_s
         for base in self.bases:
+            killed = False
             while True:
                 for d in list(base.iterdir()) if base.is_dir() else []:
                     if d.is_dir():
@@ -158,10 +159,10 @@ class Cgroups:
                     break
                 if time.monotonic() > deadline:
                     procs = [str(d / "cgroup.procs") for d in base.iterdir() if d.is_dir()]
-                    if left := procs_in(procs) - {os.getpid()}:
+                    if not killed and (left := procs_in(procs) - {os.getpid()}):
                         log.error("%d processes were left in %s at the run's end: killed", len(left), base)
                         kill_procs(procs, {os.getpid()})
-                        deadline = time.monotonic() + wait_s
+                        killed, deadline = True, time.monotonic() + wait_s
                         continue
                     log.error("cannot remove the cgroup %s", base)
                     break
