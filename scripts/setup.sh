@@ -11,12 +11,14 @@ want=${1:-core}
 case "$want" in core | dev | local) ;; *) echo "usage: $0 core|dev|local" >&2; exit 2 ;; esac
 
 # System packages a fresh Debian/Ubuntu machine may lack: venv support, a C/C++ toolchain to
-# build llama.cpp, and bubblewrap for the quickstart's sandbox. Installed here when we are root with apt-get; otherwise we say what to install.
+# build llama.cpp, bubblewrap and libseccomp for the quickstart's sandbox. Installed here when we are root with apt-get; otherwise we say what to install.
 missing=()
 [ -x "$VENV/bin/python" ] || "$PY" -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 if [ "$want" = local ] && ! { command -v cc && command -v c++; } >/dev/null; then missing+=(build-essential); fi
 # bubblewrap confines the local sandbox: the embedded model writes random (often destructive) commands.
 if [ "$want" = local ] && ! command -v bwrap >/dev/null; then missing+=(bubblewrap); fi
+# libseccomp compiles the local sandbox's syscall filter (sandbox/seccomp.py, through pyseccomp).
+if [ "$want" = local ] && ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2'; then missing+=(libseccomp2); fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "[setup] installing system packages: ${missing[*]}"
