@@ -15,6 +15,10 @@ chunk format: text fields split into ``chunk_chars`` pieces, tool calls as index
 (id and name first, then argument pieces), a finish chunk, a usage chunk when
 ``stream_options.include_usage`` is set, then ``data: [DONE]``.
 
+A test holds replies with `ScriptedServer.hold` (let n more chat requests through, then keep each later one
+waiting, counted in ``held``) and `release` (answer them all, stop holding): it knows the client is waiting on a
+reply it cannot get, whatever the machine's speed (the kill -9 tests kill the runner then).
+
 ``GET /_stats`` tells how many calls were served and when the first came and the last was
 answered (``time.monotonic()``; ``?reset=1`` starts over), for benchmarks.
 
@@ -82,6 +86,10 @@ class ScriptedServer(LoopbackApp):
         self.served = 0
         self.window = [0.0, 0.0]  # time.monotonic() of the first request and of the last reply
         self.max_in_flight = 0
+        self.held = 0  # chat requests waiting at the hold (see `hold`)
+        self._holding = False
+        self._let_through = 0
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self.files: dict[str, bytes] = {}  # generated images served as URLs
@@ -102,12 +110,43 @@ class ScriptedServer(LoopbackApp):
         return app
 
     def reset(self) -> None:
+        self.release()
         with self._lock:
             self.requests.clear()
             self.attempts.clear()
             self.handler = None
             self.max_in_flight = 0
             self.models = ["scripted"]
+
+    def hold(self, after: int = 0) -> None:
+        """Let `after` more chat requests through, then keep each later one waiting (counted in `held`) until
+        `release()`; a held request is recorded in `requests` and counted in `in_flight` as it arrives."""
+        with self._lock:
+            self._holding, self._let_through = True, after
+
+    def release(self) -> None:
+        """Stop holding: every held request goes on to its reply (callable from any thread)."""
+        with self._lock:
+            self._holding, waiters, self._waiters = False, self._waiters, []
+        for loop, fut in waiters:
+            loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
+
+    async def _pass_hold(self) -> None:
+        """Return at once, or once released when the hold keeps this request."""
+        with self._lock:
+            if not self._holding:
+                return
+            if self._let_through > 0:
+                self._let_through -= 1
+                return
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.append((asyncio.get_running_loop(), fut))
+            self.held += 1
+        try:
+            await fut
+        finally:
+            with self._lock:
+                self.held -= 1
 
     def calls_for(self, text: str) -> list[Seen]:
         """Requests whose first user message contains `text`."""
@@ -155,6 +194,7 @@ class ScriptedServer(LoopbackApp):
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         self.window[0] = self.window[0] or time.monotonic()
         try:
+            await self._pass_hold()
             if self.latency:
                 await asyncio.sleep(self.latency)
             if self.handler is not None:

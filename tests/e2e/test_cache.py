@@ -11,7 +11,7 @@ from pathlib import Path
 import diskcache
 import pytest
 
-from tests.helpers.crash import cli_args, kill_mid_calls, terminal_records
+from tests.helpers.crash import cli_args, kill_mid_run, terminal_records
 from tests.helpers.run import read_jsonl, run_cli, run_inprocess, script, write_jsonl
 
 STEPS = [
@@ -190,7 +190,7 @@ def test_kill_minus_9_and_resume_replays_the_paid_calls(server, tmp_path, capsys
                  f"num_workers={workers}", "batch_size=4"]  # fmt: skip
         before = len(server.requests)
         args = cli_args(server, tmp_path, ds, run_dir, *extra)
-        kills, in_flight = kill_mid_calls(args, tmp_path / f"{mode}.log", server, random.Random(21), 4, (4, 10))
+        kills, in_flight = kill_mid_run(args, tmp_path / f"{mode}.log", server, random.Random(21), 4, (4, 10))
         made = len(server.requests) - before
         assert len({(r.prompt, r.turn) for r in server.requests[before:]}) == needed
         terms = terminal_records(run_dir)

@@ -1,4 +1,4 @@
-"""Crash safety through the real CLI: kill -9 at random points, Ctrl-C, and resume to the end."""
+"""Crash safety through the real CLI: kill -9 mid-run at random points, Ctrl-C, and resume to the end."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from tests.helpers.crash import cli_args, kill_until_done, start, terminal_records
+from tests.helpers.crash import cli_args, kill_mid_run, start, terminal_records
 from tests.helpers.run import read_jsonl, write_jsonl
 
 pytestmark = pytest.mark.slow
@@ -26,8 +26,9 @@ def test_kill_minus_9_at_random_points_then_resume_exactly_once(server, tmp_path
     server.latency = 0.03
     args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4", "batch_size=5")
     log = tmp_path / "cli.log"
-    kills = kill_until_done(args, log, rng, max_kills=12)
-    assert kills >= 10, f"only {kills} kills landed mid-run"
+    # 120 model calls (2 a prompt); each kill after 1-8 of them, at a held call (mid-run by construction).
+    kills, _ = kill_mid_run(args, log, server, rng, kills=12, calls=(1, 8))
+    assert kills == 12
 
     entries = read_jsonl(run_dir / "trajectories.jsonl")
     # Every dataset row exactly once, duplicates included (as a multiset) ...

@@ -268,8 +268,9 @@ def test_kill_9_of_the_runner_then_resume_finishes_each_prompt_once(server, tmp_
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     run_dir = tmp_path / "run"
     args = cli(server, tmp_path, ds, run_dir, "num_workers=4", "batch_size=5")
-    kills = crash.kill_until_done(args, tmp_path / "log.txt", random.Random(23), max_kills=2)
-    assert kills >= 1
+    # 60 model calls (2 a prompt); each kill after 4-20 of them, at a held call (mid-run by construction).
+    kills, _ = crash.kill_mid_run(args, tmp_path / "log.txt", server, random.Random(23), kills=2, calls=(4, 20))
+    assert kills == 2
     assert_each_prompt_once(run_dir, n)
     # The killed runners' workers saw their socket close and left, cleaning up their sandboxes.
     deadline = time.monotonic() + 30

@@ -18,7 +18,7 @@ from hermes_runner.rundir.reader import RunData
 from hermes_runner.tools import distributions
 from hermes_runner.trajectory.entry import features
 
-from tests.helpers.crash import cli_args, kill_until_done, terminal_records
+from tests.helpers.crash import cli_args, kill_mid_run, terminal_records
 from tests.helpers.run import read_jsonl, run_cli, run_inprocess, script, write_jsonl
 
 ANSWER = {"content": "the answer", "reasoning": "thinking"}
@@ -322,8 +322,9 @@ def test_k_samples_through_kill_minus_9_and_resume_exactly_once(server, tmp_path
     run_dir = tmp_path / "run"
     server.latency = 0.03
     args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4", "batch_size=5", f"samples_per_prompt={k}")
-    kills = kill_until_done(args, tmp_path / "cli.log", rng, max_kills=8)
-    assert kills >= 5, f"only {kills} kills landed mid-run"
+    # 72 model calls (2 a sample); each kill after 1-7 of them, at a held call (mid-run by construction).
+    kills, _ = kill_mid_run(args, tmp_path / "cli.log", server, rng, kills=8, calls=(1, 7))
+    assert kills == 8
     entries = read_jsonl(run_dir / "trajectories.jsonl")
     # Every (row, sample) exactly once, in order.
     assert [(e["prompt_index"], e["metadata"]["sample_index"]) for e in entries] == [

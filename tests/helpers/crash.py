@@ -1,4 +1,4 @@
-"""The kill -9 loop of the crash tests: start the CLI in the background, kill it at random points, resume."""
+"""The kill -9 loop of the crash tests: start the CLI in the background, kill it mid-run, resume."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
+import psutil
+
+from hermes_runner.testing.scripted_server import ScriptedServer
+
 from tests.helpers.run import ROOT, base_overrides, read_jsonl, script
+from tests.helpers.wait import exited, wait_for
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen:
@@ -36,21 +40,54 @@ def cli_args(server, tmp_path: Path, ds: Path, run_dir: Path, *extra: str) -> li
     ]
 
 
-def kill_until_done(args: list[str], log: Path, rng: random.Random, max_kills: int) -> int:
-    """Run the CLI, SIGKILL it 1-3 s in, up to `max_kills` times, then let it finish; return the kills that landed."""
-    kills = 0
-    for _ in range(30):
+def kill_mid_run(
+    args: list[str], log: Path, server: ScriptedServer, rng: random.Random, kills: int, calls: tuple[int, int]
+) -> tuple[int, int]:
+    """Run the CLI, SIGKILL it mid-run `kills` times, then let it finish; return the kills that landed (all of them,
+    or it fails) and the model calls the server was still answering at those kills.
+
+    Before each start the server lets a random number (in `calls`) of model calls through and holds the next one:
+    the kill lands while the runner waits on that reply, which it cannot get, so it is mid-run by construction,
+    whatever the machine's speed. The run must need more than `kills * (calls[1] + 1)` model calls (each life
+    answers at most `calls[1]` of them), or a life could end before a call is held."""
+    landed = in_flight = 0
+    for i in range(kills):
+        server.hold(after=rng.randint(*calls))
         proc = start(args, log)
-        if kills < max_kills:
-            time.sleep(rng.uniform(1.0, 3.0))
+        try:
+            wait_for(
+                lambda: server.held,
+                120,
+                f"kill {i + 1} of {kills}: the runner waiting on a held model call",
+                state=lambda: f"{len(server.requests)} requests seen, {server.in_flight} in flight",
+                gone=exited(proc),
+            )
+            in_flight += server.in_flight
+            left = psutil.Process(proc.pid).children(recursive=True)  # worker processes, sandboxed commands
+            proc.send_signal(signal.SIGKILL)
+            assert proc.wait(60) == -signal.SIGKILL, "the runner ended before the kill"
+            landed += 1
+            server.release()
+            # The next life starts once this one is wholly gone: no orphan of it makes a model call then.
+            wait_for(
+                lambda left=left: not any(map(alive, left)), 60, f"the killed runner's processes ({i + 1}) to leave"
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the runner printed:\n{log.read_text()[-3000:]}") from None
+        finally:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
+                proc.kill()
                 proc.wait()
-                kills += 1
-                continue
-        assert proc.wait(120) == 0, log.read_text()[-3000:]
-        return kills
-    raise AssertionError(f"the run did not finish after {kills} kills: {log.read_text()[-3000:]}")
+            server.release()
+    assert start(args, log).wait(120) == 0, log.read_text()[-3000:]
+    return landed, in_flight
+
+
+def alive(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def terminal_records(run_dir: Path) -> Counter:
@@ -71,27 +108,3 @@ def sleepy(n: int, seconds: float) -> list[dict]:
     """n prompts whose one model call takes `seconds`: in flight long enough to be killed or cancelled."""
     step = {"content": "done", "reasoning": "thinking", "sleep": seconds}
     return [{"prompt": script(step, text=f"task {i}")} for i in range(n)]
-
-
-def kill_mid_calls(
-    args: list[str], log: Path, server, rng: random.Random, kills: int, calls: tuple[int, int]
-) -> tuple[int, int]:
-    """Like `kill_until_done`, but each SIGKILL lands after the run made a random number (in `calls`) of model
-    calls, so it always hits prompts in flight, whatever the CLI's start-up time; return the kills that landed
-    and the model calls the server was still answering at those kills."""
-    landed = in_flight = 0
-    for _ in range(kills + 1):
-        proc, seen = start(args, log), len(server.requests)
-        if landed < kills:
-            target = seen + rng.randint(*calls)
-            while proc.poll() is None and len(server.requests) < target:
-                time.sleep(0.01)
-            if proc.poll() is None:
-                in_flight += server.in_flight
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                landed += 1
-                continue
-        assert proc.wait(120) == 0, log.read_text()[-3000:]
-        return landed, in_flight
-    raise AssertionError(f"the run did not finish after {landed} kills: {log.read_text()[-3000:]}")
