@@ -29,6 +29,7 @@ from hermes_runner.sandbox.docker import DockerBackend
 from tests.helpers.containers import FLOOD, FORK_BOMB, check_timed_out_tree, flood, record, timed_out_tree
 from tests.helpers.machine import require
 from tests.helpers.run import ROOT, LiveRunner, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -400,16 +401,6 @@ def _cli(server, tmp_path: Path, run_dir: Path, dataset: Path, *extra: str) -> l
     return [sys.executable, str(ROOT / "run.py"), *args]
 
 
-def _wait_for(pred, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.parametrize("how", ["sigkill", "sigint"])
 def test_interrupted_runner_leaves_no_container(engine, server, tmp_path, run_dir, how):
     """kill -9: the runner's watchdog removes its containers; Ctrl-C removes them at once; the resume completes."""
@@ -432,7 +423,7 @@ def test_interrupted_runner_leaves_no_container(engine, server, tmp_path, run_di
     else:
         assert code == -signal.SIGKILL, out
         assert len(before) >= 2
-        _wait_for(lambda: containers_of(engine, run_dir) == [], 30, "the watchdog to remove the orphans")
+        wait_for(lambda: containers_of(engine, run_dir) == [], 30, "the watchdog to remove the orphans", interval=0.2)
     server.handler = lambda body, srv: srv.completion(body, DONE)  # the model now answers without a command
     res = subprocess.run(
         _cli(server, tmp_path, run_dir, dataset), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120

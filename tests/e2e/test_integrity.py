@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.run import ROOT, base_overrides, read_jsonl, run_cli, run_inprocess, script, write_jsonl
+from tests.helpers.wait import wait_for
 
 TERM = {"name": "terminal", "arguments": {"command": "echo hi"}}
 
@@ -37,13 +38,6 @@ def start_cli(args: list[str], log: Path, env: dict | None = None) -> subprocess
 def cli_args(server, tmp_path: Path, ds: Path, run_dir: Path, *extra: str) -> list[str]:
     return [*base_overrides(server, tmp_path), f"dataset_file={ds}", "run_name=integrity",
             f"hydra.run.dir={run_dir}", *extra]  # fmt: skip
-
-
-def wait_for(cond, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 # -- 1. rows edited or removed ----------------------------------------------------------
@@ -202,7 +196,8 @@ def test_spend_of_prompts_cancelled_by_ctrl_c_counts_in_the_budget(server, tmp_p
     args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4", "limits.max_tokens_total=100000")
     log = tmp_path / "cli.log"
     proc = start_cli(args, log)
-    wait_for(lambda: len(server.requests) >= 10)  # every prompt is mid-conversation, none has ended
+    # every prompt is mid-conversation, none has ended
+    wait_for(lambda: len(server.requests) >= 10, 60, "10 model calls", interval=0.02)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(30) == 130, log.read_text()[-3000:]
     stats = json.loads((run_dir / "statistics.json").read_text())
@@ -233,7 +228,7 @@ def test_calls_and_invocations_of_killed_runs_are_recorded(server, tmp_path):
     for _ in range(3):
         proc = start_cli(args, log)
         target = len(server.requests) + 12
-        wait_for(lambda t=target: len(server.requests) >= t)
+        wait_for(lambda t=target: len(server.requests) >= t, 60, f"{target} model calls", interval=0.02)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert start_cli(args, log).wait(120) == 0, log.read_text()[-3000:]
@@ -262,7 +257,7 @@ def test_a_refused_second_runner_does_not_touch_the_live_run_dir(server, tmp_pat
     log = tmp_path / "cli.log"
     live = start_cli(args, log)
     try:
-        wait_for(lambda: len(server.requests) >= 4)
+        wait_for(lambda: len(server.requests) >= 4, 60, "4 model calls", interval=0.02)
 
         def snapshot() -> dict:
             return {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in (run_dir / ".hydra").iterdir()}

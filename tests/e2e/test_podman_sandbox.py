@@ -44,14 +44,13 @@ from tests.helpers.containers import (
 )
 from tests.helpers.machine import require
 from tests.helpers.run import ROOT, LiveRunner, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.podman
 
 BASE = docker_tests.BASE  # local/busybox:ci
 IMG_A, IMG_B = docker_tests.IMG_A, docker_tests.IMG_B  # built below, in each service's own store
-DONE, call, sh, tool_results, wait_for = (
-    docker_tests.DONE, docker_tests.call, docker_tests.sh, docker_tests.tool_results, docker_tests._wait_for,
-)  # fmt: skip
+DONE, call, sh, tool_results = docker_tests.DONE, docker_tests.call, docker_tests.sh, docker_tests.tool_results
 
 
 @dataclass
@@ -372,7 +371,7 @@ def test_killed_runner_leaves_no_container_and_the_resume_completes(podman, serv
         time.sleep(0.5)
         code, out = runner.end(signal.SIGKILL)
     assert code == -signal.SIGKILL, out
-    wait_for(lambda: containers_of(podman, run_dir) == [], 60, "the watchdog to remove the orphans")
+    wait_for(lambda: containers_of(podman, run_dir) == [], 60, "the watchdog to remove the orphans", interval=0.2)
     server.handler = lambda body, srv: srv.completion(body, DONE)
     res = subprocess.run(_cli(server, podman, tmp_path, run_dir, dataset), cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=180)  # fmt: skip

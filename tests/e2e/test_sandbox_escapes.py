@@ -32,6 +32,7 @@ from hermes_runner.tools.catalog import all_tools
 import tests.e2e.test_docker_sandbox as docker_tests
 from tests.helpers.containers import two_prompts
 from tests.helpers.run import ROOT, LiveRunner, base_overrides, read_jsonl, script, write_jsonl
+from tests.helpers.wait import wait_for
 
 BASE = docker_tests.BASE  # the test image
 engine = docker_tests.engine  # the Docker engine fixture (skips, or fails under HERMES_REQUIRE_DOCKER=1)
@@ -1019,7 +1020,7 @@ def test_docker_default_image_runs_as_non_root_and_cannot_read_shadow(engine, tm
 @docker_only
 def test_killed_runners_containers_end_without_a_resume(engine, server, tmp_path):
     """kill -9 of the runner: its watchdog removes the containers; nobody runs that run dir again."""
-    _cli, _wait_for = docker_tests._cli, docker_tests._wait_for
+    _cli = docker_tests._cli
     containers_of, sh = docker_tests.containers_of, docker_tests.sh
 
     rows = [
@@ -1032,7 +1033,7 @@ def test_killed_runners_containers_end_without_a_resume(engine, server, tmp_path
         time.sleep(0.5)
         os.killpg(runner.proc.pid, 9)  # the runner and its whole process group
         runner.proc.wait(timeout=30)
-        _wait_for(lambda: containers_of(engine, run_dir) == [], 30, "the containers to be removed")
+        wait_for(lambda: containers_of(engine, run_dir) == [], 30, "the containers to be removed", interval=0.2)
 
 
 @docker_only

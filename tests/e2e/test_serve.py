@@ -20,6 +20,7 @@ import pytest
 from hermes_runner.model.serve import server_argv
 
 from tests.helpers.run import ROOT, compose_cfg, read_jsonl, run_cli, script, write_jsonl
+from tests.helpers.wait import exited, wait_for
 
 SCRIPTED = ["{python}", "-m", "hermes_runner.testing.scripted_server", "--port", "{port}"]
 
@@ -70,15 +71,8 @@ def server_pids(run_dir: Path) -> list[int]:
     return [int(m) for m in re.findall(r"\[serve-guard\] server pid (\d+)", text)]
 
 
-def wait_for(path: Path, needle: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and needle in path.read_text(errors="replace"):
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"runner exited early with {proc.returncode}")
-        time.sleep(0.1)
-    raise AssertionError(f"{needle!r} not seen in {path} after {timeout}s")
+def logged(path: Path, needle: str) -> bool:
+    return path.exists() and needle in path.read_text(errors="replace")
 
 
 def test_served_run_end_to_end_stops_server(tmp_path):
@@ -138,7 +132,7 @@ def _start_slow_run(tmp_path: Path, argv: list[str]) -> tuple[subprocess.Popen, 
         [sys.executable, str(ROOT / "run.py"), *served_args(tmp_path, ds, argv, "num_workers=2")],
         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "HYDRA_FULL_ERROR": "0"},
     )  # fmt: skip
-    wait_for(run_dir / "run.log", "model server ready", proc)
+    wait_for(lambda: logged(run_dir / "run.log", "model server ready"), 60, "the model server", gone=exited(proc))
     time.sleep(0.5)  # let the prompts reach the server
     return proc, run_dir
 
@@ -177,7 +171,7 @@ def test_ctrl_c_while_server_starts(tmp_path):
         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "HYDRA_FULL_ERROR": "0"},
     )  # fmt: skip
     log = tmp_path / "run" / "model_server.log"
-    wait_for(log, "loading", proc)
+    wait_for(lambda: logged(log, "loading"), 60, "the server loading", gone=exited(proc))
     tree = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
     proc.send_signal(signal.SIGINT)
     assert proc.wait(30) == 130

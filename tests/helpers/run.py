@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -18,6 +18,8 @@ from omegaconf import OmegaConf
 from hermes_runner.cli import run_and_print
 from hermes_runner.config import RunConfig, register_configs
 from hermes_runner.testing.scripted_server import ScriptedServer
+
+from tests.helpers.wait import WaitTimeout, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CONF = ROOT / "hermes_runner" / "conf"
@@ -98,22 +100,22 @@ class LiveRunner:
     def wait_for(self, pred, timeout: float, what: str, state=None) -> None:
         """Until pred() holds; fails at once if the runner exits first, and at the timeout with what `state()` says
         and the runner's output, ending with its SIGUSR1 report (its threads' stacks and tasks' awaits)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if pred():
-                return
-            if self.proc.poll() is not None:
-                self._reader.join(5)
-                raise AssertionError(f"the runner exited ({self.proc.returncode}) before {what}:\n{self.output}")
-            time.sleep(0.2)
-        seen = f" ({state()})" if state else ""
-        self.proc.send_signal(signal.SIGUSR1)  # where it waits (hermes_runner/util/stacks.py), then the rest
-        end = time.monotonic() + 5
-        while "asyncio tasks:" not in self.output and self.proc.poll() is None and time.monotonic() < end:
-            time.sleep(0.1)
-        raise AssertionError(
-            f"timed out after {timeout:.0f} s waiting for {what}{seen}; the runner printed:\n{self.output}"
-        )
+
+        def gone() -> str | None:
+            if self.proc.poll() is None:
+                return None
+            self._reader.join(5)
+            return f"the runner exited ({self.proc.returncode})"
+
+        try:
+            wait_for(pred, timeout, what, state=state, gone=gone, interval=0.2)
+        except WaitTimeout as exc:
+            self.proc.send_signal(signal.SIGUSR1)  # where it waits (hermes_runner/util/stacks.py), then the rest
+            with contextlib.suppress(WaitTimeout):  # the report, or as much of it as comes in 5 s
+                wait_for(lambda: "asyncio tasks:" in self.output or self.proc.poll() is not None, 5, interval=0.1)
+            raise AssertionError(f"{exc}; the runner printed:\n{self.output}") from None
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}:\n{self.output}") from None
 
     def end(self, sig: int, timeout: float = 60) -> tuple[int, str]:
         """Send `sig` to the runner; (its exit code, all it printed)."""
