@@ -240,25 +240,28 @@ def test_sigusr1_prints_where_the_run_waits_and_the_run_goes_on(server, tmp_path
     """`kill -USR1 <pid>` mid-run: every thread's stack and the tasks grouped by their awaits, on stderr;
     the run then finishes as if nothing happened."""
     import signal
-    import time
 
     from tests.helpers.run import LiveRunner
 
-    server.latency = 1.5
+    server.hold()  # every model call waits until released: both workers' calls are in flight at the signal
     rows = [{"prompt": f"p{i}"} for i in range(4)]
     run_dir = tmp_path / "run"
     args = base_overrides(server, tmp_path) + [
         "run_name=usr1", f"hydra.run.dir={run_dir}", f"dataset_file={write_jsonl(tmp_path / 'd.jsonl', rows)}",
         "num_workers=2", "distribution=terminal_only",
     ]  # fmt: skip
+    both_waiting = re.compile(r"^2 task\(s\) waiting at:\n(  .*\n)*  .*loop\.py:\d+ in _complete$", re.M)
+
+    def tasks() -> str:
+        return runner.output.partition("asyncio tasks: ")[2]
+
     with LiveRunner([PY, str(ROOT / "run.py"), *args], {**os.environ, "HYDRA_FULL_ERROR": "0"}) as runner:
-        runner.wait_for(lambda: len(server.requests) >= 2, 60, "two model calls in flight")
+        runner.wait_for(lambda: server.held >= 2, 60, "two model calls in flight")
         runner.proc.send_signal(signal.SIGUSR1)
-        runner.wait_for(lambda: "in _complete" in runner.output, 10, "the task report")
-        time.sleep(0.2)
-        dump = runner.output
+        runner.wait_for(lambda: both_waiting.search(tasks()), 10, "the task report")
+        dump, groups = runner.output, tasks()
+        server.release()
         assert runner.proc.wait(timeout=60) == 0, runner.output
     assert "Thread 0x" in dump and "(most recent call first)" in dump  # faulthandler: all threads
-    groups = dump.split("asyncio tasks: ", 1)[1]
-    assert re.search(r"^2 task\(s\) waiting at:\n(  .*\n)*  .*loop\.py:\d+ in _complete$", groups, re.M), groups
+    assert both_waiting.search(groups), groups
     assert len(read_jsonl(run_dir / "trajectories.jsonl")) == 4

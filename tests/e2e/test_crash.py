@@ -13,6 +13,7 @@ import pytest
 
 from tests.helpers.crash import cli_args, kill_mid_run, start, terminal_records
 from tests.helpers.run import read_jsonl, write_jsonl
+from tests.helpers.wait import exited, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -51,24 +52,27 @@ def test_ctrl_c_stops_gracefully_and_a_rerun_finishes(server, tmp_path):
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"p{i}"} for i in range(40)])
     run_dir = tmp_path / "run"
     sandboxes = tmp_path / "sandboxes"
-    server.latency = 0.2
     args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4")
     log = tmp_path / "cli.log"
+    # 12 model calls answered, then each waits: once the 4 workers wait, 4 to 6 prompts are done, 4 in flight.
+    server.hold(after=12)
     proc = start(args, log)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ledger = run_dir / "ledger.jsonl"
-        if ledger.exists() and ledger.read_text().count("\n") >= 4:
-            break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(30) == 130, log.read_text()[-3000:]
+    ledger = run_dir / "ledger.jsonl"
+
+    def four_done_and_waiting() -> bool:
+        return ledger.exists() and ledger.read_text().count("\n") >= 4 and server.held > 0
+
+    try:
+        wait_for(four_done_and_waiting, 60, "4 prompts done, the next call waiting", gone=exited(proc))
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130, log.read_text()[-3000:]
+    finally:
+        server.release()
     ckpt = json.loads((run_dir / "checkpoint.json").read_text())
     entries = read_jsonl(run_dir / "trajectories.jsonl")
     assert 4 <= len(entries) < 40
     assert sorted(e["prompt_index"] for e in entries) == ckpt["completed_prompts"]
     assert not any(p.iterdir() for p in sandboxes.iterdir()), "sandboxes of cancelled prompts were left behind"
-    server.latency = 0.0
     assert start(args, log).wait(120) == 0
     entries = read_jsonl(run_dir / "trajectories.jsonl")
     assert [e["prompt_index"] for e in entries] == list(range(40))
@@ -106,26 +110,21 @@ def test_second_ctrl_c_exits_at_once(server, tmp_path):
         "num_workers=4",
         "model.serve.enabled=true",
         "model.base_url=served",
-        "model.serve.stop_timeout_s=5",
+        "model.serve.stop_timeout_s=15",  # the graceful stop waits this long: "at once" is well below it
         serve,
     )
     proc = start(args, log)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and "model server ready" not in log.read_text():
-        time.sleep(0.1)
+    wait_for(lambda: "model server ready" in log.read_text(), 60, "the model server", gone=exited(proc), interval=0.1)
     assert len(servers()) == 1
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    time.sleep(1.5)  # the graceful path is now waiting for the server to stop
+    time.sleep(1.5)  # the graceful path is now waiting for the server to stop (15 s: it cannot be done yet)
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     t0 = time.monotonic()
-    assert proc.wait(20) == 130 and time.monotonic() - t0 < 3
+    assert proc.wait(20) == 130 and time.monotonic() - t0 < 10  # the graceful path had 12 s or more to go
     text = log.read_text()
     assert "second interrupt" in text
     assert not (run_dir / "statistics.json").exists()  # exited at once, before finalizing
-    # The server ignores SIGTERM: the guard kills it after model.serve.stop_timeout_s (5 s here).
-    deadline = time.monotonic() + 15
-    while servers() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not servers(), "the model server outlived the runner"
+    # The server ignores SIGTERM: the guard kills it after model.serve.stop_timeout_s (15 s here).
+    wait_for(lambda: not servers(), 25, "the model server to end (it outlived the runner)", interval=0.2)

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from hermes_runner.testing.scripted_server import ScriptedServer
 from tests.helpers.machine import require
 from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_cli, run_inprocess, script, write_jsonl
 from tests.helpers.sample_run import MARKUP, make_run
+from tests.helpers.wait import exited, wait_for
 
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -71,10 +71,7 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 def open_page(driver: webdriver.Chrome, path: Path) -> None:
     driver.get(path.as_uri())
-    deadline = time.monotonic() + 10
-    while driver.execute_script("return document.body.dataset.ready") != "1":
-        assert time.monotonic() < deadline, "the viewer script did not finish"
-        time.sleep(0.05)
+    wait_for(lambda: driver.execute_script("return document.body.dataset.ready") == "1", 10, "the viewer script")
     errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors
 
@@ -99,7 +96,8 @@ def search(driver: webdriver.Chrome, text: str) -> None:
     box.send_keys(Keys.BACKSPACE)
     if text:
         box.send_keys(text)
-    time.sleep(0.4)  # the search is debounced
+    # The search is debounced: wait until the list is filtered by `text` (never searched: the box was empty).
+    wait_for(lambda: (box.get_attribute("data-shown") or "") == text, 10, f"the list filtered by {text!r}")
 
 
 def embedded(html: str) -> dict:
@@ -266,12 +264,10 @@ def test_sweep_report_compares_jobs(_server: ScriptedServer, tmp_path: Path, bro
 def test_report_of_a_running_run(_server: ScriptedServer, tmp_path: Path) -> None:
     """The command reads a run that is still writing, without touching its files."""
     _server.reset()
+    _server.hold(after=3)  # the 4th prompt's model call waits until released: the run is going while the report runs
     ds = write_jsonl(
         tmp_path / "d.jsonl",
-        [
-            {"prompt": script({"reasoning": "wait", "content": "ok", "sleep": 0.05 if i < 3 else 1.0}, text=f"p{i}")}
-            for i in range(12)
-        ],
+        [{"prompt": script({"reasoning": "wait", "content": "ok"}, text=f"p{i}")} for i in range(12)],
     )
     run_dir = tmp_path / "live"
     proc = subprocess.Popen(
@@ -291,10 +287,11 @@ def test_report_of_a_running_run(_server: ScriptedServer, tmp_path: Path) -> Non
     )
     try:
         ledger = run_dir / "ledger.jsonl"
-        deadline = time.monotonic() + 60
-        while not (ledger.exists() and len(ledger.read_bytes().splitlines()) >= 3):
-            assert time.monotonic() < deadline and proc.poll() is None, "the run did not start"
-            time.sleep(0.05)
+
+        def three_done_one_held() -> bool:
+            return ledger.exists() and len(ledger.read_bytes().splitlines()) >= 3 and _server.held > 0
+
+        wait_for(three_done_one_held, 60, "3 prompts done and the 4th waiting", gone=exited(proc))
         before = ledger.read_bytes()
         res = subprocess.run(
             [sys.executable, "-m", "hermes_runner.report", str(run_dir)],
@@ -312,6 +309,7 @@ def test_report_of_a_running_run(_server: ScriptedServer, tmp_path: Path) -> Non
         assert 3 <= len(data["items"]) < 12
         assert all(i["st"] == "completed" and i["msgs"] for i in data["items"])
     finally:
+        _server.release()
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     final = embedded((run_dir / "report.html").read_text())  # rewritten at the end of the run

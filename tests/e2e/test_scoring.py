@@ -14,6 +14,7 @@ from hermes_runner.run import rescore
 from hermes_runner.trajectory.export import export
 
 from tests.helpers.run import ROOT, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.wait import exited, wait_for
 
 JUDGE_RUBRIC = "#judging\n{{ prompt }}\nAnswer: {{ answer }}\nTarget: {{ target }}"
 
@@ -277,22 +278,27 @@ def test_rescoring_killed_with_kill_9_goes_on_where_it_stopped(make_cfg, tmp_pat
     import signal
     import subprocess
     import sys
-    import time
 
-    slow = {"content": json.dumps({"score": 1, "explanation": "ok"}), "sleep": 0.4}
-    rows = [{"prompt": f"{answer(f'a{i}')}\n#judge {json.dumps(slow)}"} for i in range(6)]
+    verdict = {"content": json.dumps({"score": 1, "explanation": "ok"})}
+    rows = [{"prompt": f"{answer(f'a{i}')}\n#judge {json.dumps(verdict)}"} for i in range(6)]
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     assert run_inprocess(make_cfg(dataset=ds), run_dir)[0] == 0
     argv = [sys.executable, "-m", "hermes_runner.score", str(run_dir), "+scorer@scorers.q=judge"]
     argv += [f"scorers.q.judge.rubric='{JUDGE_RUBRIC}'", "--concurrency", "1"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    server.hold(after=2)  # two judge calls answered, the third waits: the kill lands mid-way by construction
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     rescored = run_dir / "rescored.jsonl"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not rescored.exists() or len(rescored.read_bytes().splitlines()) < 2):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+
+    def two_scored_one_held() -> bool:
+        return rescored.exists() and len(rescored.read_bytes().splitlines()) >= 2 and server.held > 0
+
+    try:
+        wait_for(two_scored_one_held, 60, "2 rows rescored and the third judge call waiting", gone=exited(proc))
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        server.release()
     done_before = len(rescored.read_bytes().splitlines())
     assert 2 <= done_before < 6, "the kill must land mid-way"
     calls_before = judge_calls(server)
