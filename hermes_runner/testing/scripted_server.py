@@ -251,7 +251,7 @@ class ScriptedServer(LoopbackApp):
             if f.get("retry_after") is not None:
                 headers["retry-after"] = str(f["retry_after"])
             if f.get("hang"):
-                await asyncio.sleep(f["hang"])
+                await self._linger(request, f["hang"])
             if f.get("midstream") and body.get("stream"):
                 return await self._broken_stream(request, body, step, f)
             return web.json_response(
@@ -260,8 +260,20 @@ class ScriptedServer(LoopbackApp):
                 headers=headers,
             )
         if step.get("sleep"):
-            await asyncio.sleep(step["sleep"])
+            await self._linger(request, step["sleep"])
         return await self._reply(request, body, self.completion(body, script.offered(step, tools)))
+
+    @staticmethod
+    async def _linger(request: web.Request, seconds: float) -> None:
+        """Sleep `seconds`, or less if the client goes away: a hung reply nobody waits for no longer counts in
+        `in_flight` (a later test reads it)."""
+        end = time.monotonic() + seconds
+        while (
+            (left := end - time.monotonic()) > 0
+            and request.transport is not None
+            and not request.transport.is_closing()
+        ):
+            await asyncio.sleep(min(left, 0.05))
 
     async def _broken_stream(self, request: web.Request, body: dict, step: dict, fail: dict) -> web.StreamResponse:
         """A 200 stream that stops after a few chunks: an error event, or a dropped connection."""

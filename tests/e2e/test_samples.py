@@ -20,6 +20,7 @@ from hermes_runner.trajectory.entry import features
 
 from tests.helpers.crash import cli_args, kill_mid_run, terminal_records
 from tests.helpers.run import read_jsonl, run_cli, run_inprocess, script, write_jsonl
+from tests.helpers.wait import wait_for
 
 ANSWER = {"content": "the answer", "reasoning": "thinking"}
 
@@ -150,13 +151,15 @@ def test_retry_on_names_the_failures_that_are_retried(make_cfg, tmp_path, run_di
 
 
 def test_a_timeout_is_retried(make_cfg, tmp_path, run_dir, server):
-    slow_once = script({"fail": [{"status": 500, "hang": 2}], **ANSWER}, text="slow")
+    # The first attempt hangs far past the limit; the second (one model call) has 3 s, a loaded machine's margin.
+    slow_once = script({"fail": [{"status": 500, "hang": 60}], **ANSWER}, text="slow")
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": slow_once}])
-    cfg = make_cfg("retry.max_attempts=2", "retry.initial_wait_s=0", "limits.timeout_s=0.5", dataset=ds)
+    cfg = make_cfg("retry.max_attempts=2", "retry.initial_wait_s=0", "limits.timeout_s=3", dataset=ds)
     code, stats = run_inprocess(cfg, run_dir)
     assert code == 0 and stats["prompts"]["ok"] == 1
     (attempt,) = read_jsonl(run_dir / "failures.jsonl")
     assert attempt["error_type"] == "PromptTimeout" and attempt["retried"] is True
+    wait_for(lambda: server.in_flight == 0, 10, "the hung reply to end with its client")
 
 
 def test_a_sandbox_error_is_retried_and_every_attempt_kept(make_cfg, tmp_path, run_dir, server):
