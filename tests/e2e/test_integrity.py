@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.crash import kill_mid_run
 from tests.helpers.run import ROOT, base_overrides, read_jsonl, run_cli, run_inprocess, script, write_jsonl
-from tests.helpers.wait import wait_for
+from tests.helpers.wait import exited, wait_for
 
 TERM = {"name": "terminal", "arguments": {"command": "echo hi"}}
 
@@ -192,14 +194,16 @@ def test_no_resolved_secret_is_written_anywhere(server, tmp_path):
 def test_spend_of_prompts_cancelled_by_ctrl_c_counts_in_the_budget(server, tmp_path):
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": long_task(i)} for i in range(4)])
     run_dir = tmp_path / "run"
-    server.latency = 0.15
     args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4", "limits.max_tokens_total=100000")
     log = tmp_path / "cli.log"
+    server.hold(after=8)  # 8 calls answered, fewer than one prompt's 9: once all 4 wait, none has ended
     proc = start_cli(args, log)
-    # every prompt is mid-conversation, none has ended
-    wait_for(lambda: len(server.requests) >= 10, 60, "10 model calls", interval=0.02)
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(30) == 130, log.read_text()[-3000:]
+    try:
+        wait_for(lambda: server.held == 4, 60, "every prompt mid-conversation", gone=exited(proc), interval=0.02)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130, log.read_text()[-3000:]
+    finally:
+        server.release()
     stats = json.loads((run_dir / "statistics.json").read_text())
     ledger = run_dir / "ledger.jsonl"
     assert stats["prompts"]["ok"] == 0 and not (ledger.exists() and ledger.read_bytes())  # no prompt ended
@@ -224,14 +228,8 @@ def test_calls_and_invocations_of_killed_runs_are_recorded(server, tmp_path):
     run_dir = tmp_path / "run"
     server.latency = 0.05
     args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4")
-    log = tmp_path / "cli.log"
-    for _ in range(3):
-        proc = start_cli(args, log)
-        target = len(server.requests) + 12
-        wait_for(lambda t=target: len(server.requests) >= t, 60, f"{target} model calls", interval=0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    assert start_cli(args, log).wait(120) == 0, log.read_text()[-3000:]
+    # 60 model calls (5 a prompt); each kill after 12 of them, at a held call (mid-run by construction).
+    assert kill_mid_run(args, tmp_path / "cli.log", server, random.Random(0), kills=3, calls=(12, 12))[0] == 3
     inv = read_jsonl(run_dir / "invocations.jsonl")
     assert [i["invocation"] for i in inv] == [0, 1, 2, 3]
     assert [i["ended"] is None for i in inv] == [True, True, True, False]
@@ -252,12 +250,12 @@ def test_calls_and_invocations_of_killed_runs_are_recorded(server, tmp_path):
 def test_a_refused_second_runner_does_not_touch_the_live_run_dir(server, tmp_path):
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": long_task(i, turns=50)} for i in range(4)])
     run_dir = tmp_path / "run"
-    server.latency = 0.3
     args = cli_args(server, tmp_path, ds, run_dir, "num_workers=4", "max_turns=60")
     log = tmp_path / "cli.log"
+    server.hold(after=4)  # then every call waits: the live run cannot end while the second runner tries
     live = start_cli(args, log)
     try:
-        wait_for(lambda: len(server.requests) >= 4, 60, "4 model calls", interval=0.02)
+        wait_for(lambda: server.held, 60, "the live run waiting on a model call", interval=0.02)
 
         def snapshot() -> dict:
             return {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in (run_dir / ".hydra").iterdir()}
@@ -271,6 +269,7 @@ def test_a_refused_second_runner_does_not_touch_the_live_run_dir(server, tmp_pat
     finally:
         live.send_signal(signal.SIGINT)
         live.wait(30)
+        server.release()
 
 
 # -- 6. a full disk ----------------------------------------------------------------------
