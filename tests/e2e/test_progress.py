@@ -7,13 +7,13 @@ import logging
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from hermes_runner.model.ratelimit import Throttle
+from hermes_runner.run import progress
 from hermes_runner.run.progress import RunProgress, short_name
 from hermes_runner.testing.scripted_server import ScriptedServer
 from hermes_runner.usage import Usage
@@ -72,8 +72,20 @@ def test_short_names_keep_both_ends() -> None:
     assert len(name) == 24 and name.startswith("sweep-model=Qwen") and name.endswith("seed=1")
 
 
-def test_plain_lines_off_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
+class Clock:
+    """Stands in for the `time` module of hermes_runner.run.progress: its monotonic() moves when a test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_plain_lines_off_a_terminal(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """Not a terminal: no live rows; a plain line every `every_percent` of the prompts or `interval_s`."""
+    clock = Clock()  # no time passes but what the test lets pass, however slow the machine
+    monkeypatch.setattr(progress, "time", clock)
     with caplog.at_level(logging.INFO, logger="hermes_runner.run.progress"):
         p = RunProgress("job", 40, console=Console(file=io.StringIO()), interval_s=0.2, every_percent=25, min_gap_s=0)
         assert not p.live
@@ -86,7 +98,7 @@ def test_plain_lines_off_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
         p.advance("failed", Usage(), 1)
         p.refresh(1)
         assert len(caplog.records) == 1  # neither 25% more nor the interval yet
-        time.sleep(0.25)
+        clock.now += 0.25
         p.refresh(1)
         assert caplog.records[-1].getMessage().startswith("job: 11/40 (28%)")
         assert not getattr(caplog.records[-1], "file_only", False)  # (off a terminal it goes to stderr too)

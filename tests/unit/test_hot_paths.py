@@ -19,6 +19,8 @@ from hermes_runner.rundir.store import RunStore, dumps_line
 from hermes_runner.sandbox import spawn
 from hermes_runner.util import fastjson
 
+from tests.helpers.wait import wait_for
+
 
 def test_executor_keeps_its_limit_and_yields_every_result():
     async def go() -> tuple[list[int], int, int]:
@@ -114,6 +116,11 @@ def test_commands_behave_the_same_with_and_without_pidfd(monkeypatch, pidfd):
         _run(["true"], check=refuse)
 
 
+def marked(marker: str) -> list[int]:
+    """Pids of the processes whose command line holds `marker`."""
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+
+
 def test_a_cancelled_command_is_killed_and_reaped():
     marker = f"hrspawn{os.getpid()}{time.time_ns() % 100000}"
     fds = len(os.listdir("/proc/self/fd"))
@@ -130,13 +137,15 @@ def test_a_cancelled_command_is_killed_and_reaped():
                     executor=pool,
                 )  # fmt: skip
             )
-            await asyncio.sleep(0.5)
+            await asyncio.to_thread(wait_for, lambda: marked(marker), 30, "the command to start")
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
 
+    def left() -> dict:
+        """What the command may have left: its process, zombies, file descriptors beyond those of the start."""
+        zombies = [c.pid for c in psutil.Process().children() if c.status() == psutil.STATUS_ZOMBIE]
+        return {"running": marked(marker), "zombies": zombies, "fds": max(0, len(os.listdir("/proc/self/fd")) - fds)}
+
     asyncio.run(go())
-    time.sleep(0.3)
-    assert not [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
-    assert not [c for c in psutil.Process().children() if c.status() == psutil.STATUS_ZOMBIE]
-    assert len(os.listdir("/proc/self/fd")) <= fds
+    wait_for(lambda: not any(left().values()), 10, "the command to be killed and reaped", state=left)

@@ -82,7 +82,12 @@
   let timer = null;
   search.addEventListener("input", () => {
     clearTimeout(timer);
-    timer = setTimeout(() => { state.q = search.value.trim().toLowerCase(); state.page = 0; render(); }, 120);
+    timer = setTimeout(() => {
+      state.q = search.value.trim().toLowerCase();
+      state.page = 0;
+      render();
+      search.dataset.shown = search.value; // the text the list is filtered by now (tests wait for it)
+    }, 120);
   });
 
   function haystack(it) {

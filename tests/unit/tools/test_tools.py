@@ -17,6 +17,8 @@ from hermes_runner.sandbox.local import LocalBackend
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import all_tools, tool_names, tools_for
 
+from tests.helpers.wait import wait_for
+
 
 class Box:
     """A local sandbox for one test, driven synchronously."""
@@ -82,8 +84,11 @@ def test_terminal_timeout_kills_the_whole_process_group(box):
     out, ok = box("terminal", command=f"sh -c 'exec -a {marker} sleep 60' & sleep 60", timeout=1)
     assert not ok and out["exit_code"] == 124 and "timed out" in out["error"]
     assert time.monotonic() - t0 < 10
-    time.sleep(0.3)
-    assert not [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+
+    def running() -> list[int]:
+        return [p.pid for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+
+    wait_for(lambda: not running(), 10, "the timed-out group to be gone", state=running)
 
 
 def test_terminal_output_is_truncated_head_and_tail(tmp_path):
