@@ -22,6 +22,7 @@ from tests.helpers import crash
 from tests.helpers.crash import assert_each_prompt_once, sleepy
 from tests.helpers.machine import require
 from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.wait import exited, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 PROCS = ["executor.processes=2"]
@@ -67,15 +68,14 @@ def test_sessions_run_in_worker_processes_and_stream_back(make_cfg, tmp_path, ru
 
 
 def kill_one_worker_when_busy(server, busy: int, timeout: float = 60) -> int:
-    """SIGKILL one worker process once `busy` model calls are in progress; return its pid."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pids = worker_pids()
-        if server.in_flight >= busy and pids:
-            os.kill(pids[0], signal.SIGKILL)
-            return pids[0]
-        time.sleep(0.05)
-    raise AssertionError("the run never had prompts in flight in a worker process")
+    """SIGKILL one worker process once `busy` model calls wait at the server's hold, then release it; return the
+    pid. Held, no call of a prompt in flight can end before the kill, however slow the machine."""
+    try:
+        pids = wait_for(lambda: server.held >= busy and worker_pids(), timeout, f"{busy} calls of worker processes")
+        os.kill(pids[0], signal.SIGKILL)
+        return pids[0]
+    finally:
+        server.release()
 
 
 def run_while_killing(cfg, run_dir: Path, server, busy: int = 6) -> tuple[int, dict, int, set[int]]:
@@ -93,6 +93,7 @@ def run_while_killing(cfg, run_dir: Path, server, busy: int = 6) -> tuple[int, d
         except AssertionError as exc:
             killed["error"] = exc
 
+    server.hold()  # every model call waits until the kill
     t = threading.Thread(target=killer, daemon=True)
     t.start()
     code, stats = run_inprocess(cfg, run_dir)
@@ -144,14 +145,15 @@ def test_when_no_worker_is_left_the_run_stops(make_cfg, tmp_path, run_dir, serve
     killed: list[int] = []
 
     def killer() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(killed) < 2:
-            if server.in_flight >= 2 and len(worker_pids()) == 2:
-                for pid in worker_pids():
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-            time.sleep(0.05)
+        try:
+            pids = wait_for(lambda: server.held >= 2 and len(worker_pids()) == 2 and worker_pids(), 60, "2 calls")
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        finally:
+            server.release()
 
+    server.hold()  # every model call waits until both workers are killed: none can end and start another
     t = threading.Thread(target=killer, daemon=True)
     t.start()
     code, stats = run_inprocess(cfg, run_dir)
@@ -235,9 +237,7 @@ def test_ctrl_c_cancels_the_workers_sessions_and_resume_finishes(server, tmp_pat
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        while len(server.requests) < n and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: len(server.requests) >= n, 120, "the sessions to start", gone=exited(proc), interval=0.1)
         assert len(server.requests) == n, "sessions never started"
         workers = worker_pids(proc.pid)
         assert len(workers) == 2
@@ -273,10 +273,7 @@ def test_kill_9_of_the_runner_then_resume_finishes_each_prompt_once(server, tmp_
     assert kills == 2
     assert_each_prompt_once(run_dir, n)
     # The killed runners' workers saw their socket close and left, cleaning up their sandboxes.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _orphan_workers():
-        time.sleep(0.2)
-    assert not _orphan_workers()
+    wait_for(lambda: not _orphan_workers(), 30, "the orphan workers to leave", state=_orphan_workers, interval=0.2)
 
 
 def _orphan_workers() -> list[int]:

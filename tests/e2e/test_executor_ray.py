@@ -19,6 +19,7 @@ from hermes_runner.executors.ray import _init_ray
 
 from tests.helpers.crash import assert_each_prompt_once, sleepy
 from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.wait import exited, wait_for
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.timeout(300)
@@ -67,15 +68,16 @@ def test_sessions_run_on_actors_and_stream_back(make_cfg, tmp_path, run_dir, ser
 
 
 def kill_one_actor_when_busy(server, busy: int, timeout: float = 60) -> int:
-    """SIGKILL one session actor once `busy` model calls are in progress; return its pid."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pids = actor_pids(talking_to=server.port)
-        if server.in_flight >= busy and pids:
-            os.kill(pids[0], signal.SIGKILL)
-            return pids[0]
-        time.sleep(0.05)
-    raise AssertionError("the run never had prompts in flight on an actor")
+    """SIGKILL one session actor once `busy` model calls wait at the server's hold, then release it; return the
+    pid. Held, no call of a prompt in flight can end before the kill, however slow the machine."""
+    try:
+        pids = wait_for(
+            lambda: server.held >= busy and actor_pids(talking_to=server.port), timeout, f"{busy} calls of actors"
+        )
+        os.kill(pids[0], signal.SIGKILL)
+        return pids[0]
+    finally:
+        server.release()
 
 
 def run_while_killing(cfg, run_dir: Path, server, busy: int = 6) -> tuple[int, dict, int]:
@@ -88,6 +90,7 @@ def run_while_killing(cfg, run_dir: Path, server, busy: int = 6) -> tuple[int, d
         except AssertionError as exc:
             killed["error"] = exc
 
+    server.hold()  # every model call waits until the kill
     t = threading.Thread(target=killer, daemon=True)
     t.start()
     code, stats = run_inprocess(cfg, run_dir)
@@ -161,9 +164,7 @@ def test_ctrl_c_cancels_remote_sessions_and_resume_finishes(server, tmp_path, si
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while len(server.requests) < n and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: len(server.requests) >= n, 120, "the sessions to start", gone=exited(proc), interval=0.1)
         assert len(server.requests) == n, "sessions never started"
         sent = time.monotonic()
         proc.send_signal(sig)
