@@ -347,7 +347,7 @@ def test_cleanup_after_failures_and_timeouts(engine, make_cfg, server, tmp_path,
         {"prompt": script(sh("sleep 60", timeout=60), DONE, text="slow")},
         {"prompt": script(sh("echo fine"), DONE, text="fine")},
     ]
-    cfg = docker_cfg(make_cfg, "limits.timeout_s=4", dataset=write_jsonl(tmp_path / "d.jsonl", rows))
+    cfg = docker_cfg(make_cfg, "limits.timeout_s=15", dataset=write_jsonl(tmp_path / "d.jsonl", rows))  # "fine": loaded
     code, stats = run_inprocess(cfg, run_dir)
     assert code == 1
     assert stats["prompts"]["ok"] == 1 and stats["prompts"]["failed"] == 2

@@ -19,6 +19,7 @@ from hermes_runner.errors import ToolError
 from hermes_runner.sandbox.docker import DockerBackend
 
 from tests.helpers.machine import require
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -26,6 +27,11 @@ BASE = "local/busybox:ci"
 SERVER_RE = "while rea[d] -r op"  # matches the shell's own command line (and its forks), not a grep given it
 KILL_SHELL = f"kill -9 $(ps -o pid,args | grep '{SERVER_RE}' | awk '{{print $1}}')"
 BOTH = pytest.mark.parametrize("mode", list(DockerExecMode))
+
+
+def outside(sb, command: str) -> bool:
+    """Run `command` in the sandbox's container beside its shell (`docker exec`); whether it exited 0."""
+    return subprocess.run(["docker", "exec", sb.id, "sh", "-c", command], capture_output=True).returncode == 0
 
 
 def in_sandbox(tmp_path, body, mode=DockerExecMode.shell, **cfg):
@@ -117,23 +123,25 @@ def test_stdin_closed_stdout_and_marker_like_output(tmp_path, mode):
 
 def test_background_output_never_reaches_a_later_call(tmp_path):
     async def body(sb):
-        t = time.monotonic()
-        now = await sb.run("(sleep 1; echo late; echo late >&2) & echo now", 20)
-        took = time.monotonic() - t
-        await asyncio.sleep(1.5)
+        # The background job writes once told to (/tmp/go), after the call returned: a call that waited for it
+        # would time out, whatever the machine's speed.
+        bg = "(while [ ! -e /tmp/go ]; do sleep 0.05; done; echo late; echo late >&2; touch /tmp/gone) & echo now"
+        now = await sb.run(bg, 20)
+        outside(sb, "touch /tmp/go")
+        await asyncio.to_thread(wait_for, lambda: outside(sb, "test -e /tmp/gone"), 30, "the background output")
         nxt = await sb.run("echo next", 20)
         last = await sb.run("echo last", 20)
-        return now, took, nxt, last
+        return now, nxt, last
 
-    now, took, nxt, last = in_sandbox(tmp_path, body)
-    assert now.output == "now\n" and took < 1
+    now, nxt, last = in_sandbox(tmp_path, body)
+    assert now.output == "now\n" and not now.timed_out
     assert nxt.output == "next\n" and last.output == "last\n"
 
 
 def test_killed_shell_mid_run_then_the_next_call_works(tmp_path):
     async def body(sb):
-        task = asyncio.create_task(sb.run("echo started; sleep 20; echo never", 30))
-        await asyncio.sleep(1.5)
+        task = asyncio.create_task(sb.run("echo started; touch /tmp/started; sleep 20; echo never", 30))
+        await asyncio.to_thread(wait_for, lambda: outside(sb, "test -e /tmp/started"), 30, "the command to start")
         subprocess.run(["docker", "exec", sb.id, "sh", "-c", KILL_SHELL], check=True)
         t = time.monotonic()
         died = await task

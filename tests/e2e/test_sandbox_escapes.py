@@ -814,10 +814,14 @@ def test_local_limits_are_set_in_cgroups_where_available(tmp_path):
         assert values.get("cpu.cfs_quota_us", values.get("cpu.max", "").split(" ")[0]) == "50000"
         runner = {str(os.getpid())}  # cgroup v1: the runner thread that forks the prompt's commands is in it
 
+        def joined() -> set[str]:
+            return {pid for p in procs for pid in p.read_text().split()} - runner
+
         async def during() -> set[str]:
-            cmd = asyncio.ensure_future(b.boxes[0].run("sleep 30 & sleep 2", 20))
-            await asyncio.sleep(1)
-            inside = {pid for p in procs for pid in p.read_text().split()}
+            go = Path(b.boxes[0].cwd) / "go"  # the command waits for it: seen in its cgroups however slow its start
+            cmd = asyncio.ensure_future(b.boxes[0].run("sleep 30 & while [ ! -e go ]; do sleep 0.05; done", 20))
+            inside = await asyncio.to_thread(wait_for, lambda: len(joined()) >= 2 and joined(), 15, "the command")
+            go.touch()
             await cmd
             return inside
 

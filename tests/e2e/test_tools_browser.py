@@ -65,7 +65,7 @@ def test_errors_go_back_to_the_model(tools_cfg, local_site):
         r["key"] = await call(ctx, "browser_press", key="NotAKey")
         return r
 
-    r = run_tools(tools_cfg("tools.browser.action_timeout_s=1"), ["browser"], body)
+    r = run_tools(tools_cfg("tools.browser.action_timeout_s=5"), ["browser"], body)  # each good action gets 5 s
     assert r["before"] == ({"error": "no page is open: call browser_navigate first"}, False)
     assert "'ref' must be an element ref" in r["bad_ref"][0]["error"]
     assert not r["stale_ref"][1] and "e999" in r["stale_ref"][0]["error"]

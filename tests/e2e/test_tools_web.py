@@ -110,11 +110,11 @@ def test_extract_budgets_head_and_tail(tools_cfg, local_site):
 
 
 def test_extract_limits_and_guards(tools_cfg, local_site):
-    c = tools_cfg("tools.fetch.timeout_s=1", "tools.fetch.max_bytes=100000", "tools.fetch.max_redirects=3")
+    c = tools_cfg("tools.fetch.timeout_s=3", "tools.fetch.max_bytes=100000", "tools.fetch.max_redirects=3")
 
     async def body(ctx):
         out = {}
-        out["slow"], _ = await call(ctx, "web_extract", urls=[local_site.url("/slow?s=3")])
+        out["slow"], _ = await call(ctx, "web_extract", urls=[local_site.url("/slow?s=10")])
         out["loop"], _ = await call(ctx, "web_extract", urls=[local_site.url("/loop")])
         out["huge"], _ = await call(ctx, "web_extract", urls=[local_site.url("/huge.txt")], char_limit=500)
         out["bin"], _ = await call(ctx, "web_extract", urls=[local_site.url("/blob.bin")])
@@ -124,7 +124,7 @@ def test_extract_limits_and_guards(tools_cfg, local_site):
         return out
 
     out = run_tools(c, ["web"], body)
-    assert "timed out after 1s" in out["slow"]["results"][0]["error"]
+    assert "timed out after 3s" in out["slow"]["results"][0]["error"]
     assert "too many redirects (more than 3)" in out["loop"]["results"][0]["error"]
     huge = out["huge"]["results"][0]
     assert huge["content_chars"] == 100000 and "cut at 100000 bytes" in huge["note"] and len(huge["content"]) <= 500
