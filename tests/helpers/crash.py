@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 
+from hermes_runner.rundir.layout import INVOCATIONS
 from hermes_runner.testing.scripted_server import ScriptedServer
 
 from tests.helpers.run import ROOT, base_overrides, read_jsonl, script
@@ -49,17 +50,22 @@ def kill_mid_run(
     Before each start the server lets a random number (in `calls`) of model calls through and holds the next one:
     the kill lands while the runner waits on that reply, which it cannot get, so it is mid-run by construction,
     whatever the machine's speed. The run must need more than `kills * (calls[1] + 1)` model calls (each life
-    answers at most `calls[1]` of them), or a life could end before a call is held."""
+    answers at most `calls[1]` of them), or a life could end before a call is held.
+
+    The life must also have recorded its invocation (it started its run): a loaded server may take in a call the
+    killed life sent only after the next life started, and that call, held, proves nothing of the new life."""
+    invocations = Path(next(a for a in args if a.startswith("hydra.run.dir=")).split("=", 1)[1]) / INVOCATIONS
     landed = in_flight = 0
     for i in range(kills):
+        before = recorded(invocations)
         server.hold(after=rng.randint(*calls))
         proc = start(args, log)
         try:
             wait_for(
-                lambda: server.held,
+                lambda before=before: server.held and recorded(invocations) > before,
                 120,
-                f"kill {i + 1} of {kills}: the runner waiting on a held model call",
-                state=lambda: f"{len(server.requests)} requests seen, {server.in_flight} in flight",
+                f"kill {i + 1} of {kills}: the runner started and waiting on a held model call",
+                state=lambda: f"{len(server.requests)} requests seen, {server.held} held, {server.in_flight} in flight",
                 gone=exited(proc),
             )
             in_flight += server.in_flight
@@ -81,6 +87,11 @@ def kill_mid_run(
             server.release()
     assert start(args, log).wait(120) == 0, log.read_text()[-3000:]
     return landed, in_flight
+
+
+def recorded(invocations: Path) -> int:
+    """Invocations recorded in the run dir (each appends its line, fsynced, as its run starts)."""
+    return len(invocations.read_bytes().splitlines()) if invocations.exists() else 0
 
 
 def alive(p: psutil.Process) -> bool:
