@@ -367,7 +367,7 @@ def test_a_container_the_engine_cannot_remove_fails_its_prompt(engine, make_cfg,
             return [c for c in containers_of(engine, run_dir)
                     if c["Labels"].get(docker_orphans.PROMPT_KEY) != "probe" and c["State"] == "running"]  # fmt: skip
 
-        (c,) = _wait_for(prompts, 60, "the prompt's container")
+        (c,) = wait_for(prompts, 60, "the prompt's container", interval=0.2)
         upper = engine.api.inspect_container(c["Id"])["GraphDriver"]["Data"]["UpperDir"]
         subprocess.run(["chattr", "+i", upper], check=True)
         pinned.append((c["Id"], upper))
