@@ -29,10 +29,12 @@ PROCS = ["executor.processes=2"]
 
 
 def worker_pids(parent: int | None = None) -> list[int]:
-    """The live worker processes (`-m hermes_runner.executors.procworker`) of `parent` (default: this process)."""
+    """The live worker processes (`-m hermes_runner.executors.procworker`) of `parent` (default: this process).
+
+    Only direct children: a worker's own child caught between fork and exec has the worker's command line."""
     me = psutil.Process(parent or os.getpid())
     out = []
-    for p in me.children(recursive=True):
+    for p in me.children(recursive=False):
         try:
             if "hermes_runner.executors.procworker" in p.cmdline() and p.status() != psutil.STATUS_ZOMBIE:
                 out.append(p.pid)
