@@ -167,22 +167,28 @@ def read_file(api: APIClient, cid: str, path: str, max_bytes: int) -> bytes:
     return bytes(out)
 
 
-def write_file(api: APIClient, cid: str, path: str, data: bytes) -> None:
-    eid = api.exec_create(cid, sh_argv(WRITE_SCRIPT, path), stdin=True)["Id"]
+def feed(api: APIClient, cid: str, argv: list[str], data: bytes) -> tuple[int, str]:
+    """Run `argv` in the container with `data` on its stdin: (exit code, the first 2,000 bytes of each output frame)."""
+    eid = api.exec_create(cid, argv, stdin=True)["Id"]
     sock = api.exec_start(eid, socket=True)
     raw = getattr(sock, "_sock", sock)
-    err = bytearray()
+    out = bytearray()
     try:
         try:
             raw.sendall(data)
             raw.shutdown(socket.SHUT_WR)  # EOF on the command's stdin
         except OSError:
-            pass  # the command exited before reading everything; its exit code says why
+            pass  # the command exited before reading everything; its exit code and output say why
         for _, chunk in frames_iter(sock, False):
-            err += chunk[:2000]
+            out += chunk[:2000]
     finally:
         sock.close()
-    check_write(path, api.exec_inspect(eid)["ExitCode"], err.decode(errors="replace"))
+    return api.exec_inspect(eid)["ExitCode"], out.decode(errors="replace")
+
+
+def write_file(api: APIClient, cid: str, path: str, data: bytes) -> None:
+    code, err = feed(api, cid, sh_argv(WRITE_SCRIPT, path), data)
+    check_write(path, code, err)
 
 
 # $1 = dir: unpack a tar from stdin into it, as the container's user, owners not restored (no CAP_CHOWN).
@@ -191,18 +197,5 @@ UNTAR_SCRIPT = 'tar -xof - -C "$1" 2>&1; s=$?; cat >/dev/null; exit "$s"'
 
 def untar(api: APIClient, cid: str, path: str, data: bytes) -> tuple[int, str]:
     """Unpack the tar `data` into the container's dir `path`: (exit code, what tar said)."""
-    eid = api.exec_create(cid, sh_argv(UNTAR_SCRIPT, path), stdin=True)["Id"]
-    sock = api.exec_start(eid, socket=True)
-    raw = getattr(sock, "_sock", sock)
-    out = bytearray()
-    try:
-        try:
-            raw.sendall(data)
-            raw.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass  # it exited first; its exit code and output say why
-        for _, chunk in frames_iter(sock, False):
-            out += chunk[:2000]
-    finally:
-        sock.close()
-    return api.exec_inspect(eid)["ExitCode"], out.decode(errors="replace").strip()
+    code, said = feed(api, cid, sh_argv(UNTAR_SCRIPT, path), data)
+    return code, said.strip()
