@@ -170,13 +170,7 @@ class _Pong(BaseHTTPRequestHandler):
 
 async def _in_container(opts: DockerSandboxOptions, commands: list[str], tmp_path: Path, image: str = BASE):
     backend = DockerBackend(SandboxConfig(backend="docker", image=image, docker=opts), "iso", str(tmp_path / "iso"))
-    assert await backend.start({image}) == {}
-    sandbox = await backend.create(Prompt(0, "k", "p"))
-    try:
-        return [await sandbox.run(c, 20) for c in commands]
-    finally:
-        await sandbox.close()
-        await backend.shutdown()
+    return await _one(backend, image, commands)
 
 
 async def _one(backend: DockerBackend, image: str, commands: list[str]):
