@@ -95,7 +95,7 @@ class Flood:
     result: object  # the command's ExecResult
     baseline: int  # the host's processes before the command
     host_max: int
-    container_max: int
+    container_max: int  # of the container's processes, those not of an `ignore_uids` uid
     uids: set[int]  # the host uids the container's processes ran as
     after: int  # the host's processes once the prompt ended and its processes were gone
     left: set[int]  # the container's processes still there 60 s after its prompt ended (killed then)
@@ -106,9 +106,9 @@ class _Sampler(threading.Thread):
     """Counts the host's and the container's processes every 0.2 s; kills the container's processes (from the
     host) if they pass `runaway`, so a limit that does not hold fails the test and spares the machine."""
 
-    def __init__(self, cid: str, init: int | None, runaway: int):
+    def __init__(self, cid: str, init: int | None, runaway: int, ignore_uids: frozenset[int]):
         super().__init__(daemon=True)
-        self.cid, self.init, self.runaway = cid, init, runaway
+        self.cid, self.init, self.runaway, self.ignore_uids = cid, init, runaway, ignore_uids
         self.host_max = self.container_max = 0
         self.uids: set[int] = set()
         self.killed = False
@@ -121,26 +121,28 @@ class _Sampler(threading.Thread):
     def sample(self) -> None:
         self.host_max = max(self.host_max, host_processes())
         pids = docker_procs.container_pids(self.cid, self.init)
-        self.container_max = max(self.container_max, len(pids))
-        for pid in list(pids)[:50]:
-            uid = _uid(pid)
-            if uid is not None:
-                self.uids.add(uid)
+        uids = {pid: _uid(pid) for pid in pids}
+        self.container_max = max(self.container_max, sum(uid not in self.ignore_uids for uid in uids.values()))
+        self.uids.update(uid for uid in uids.values() if uid is not None)
         if len(pids) > self.runaway and not self.killed:
             self.killed = True
             docker_procs.kill(self.cid, self.init)
 
 
-async def flood(backend, image: str, command: str, *, timeout: float, runaway: int) -> Flood:
+async def flood(
+    backend, image: str, command: str, *, timeout: float, runaway: int, ignore_uids: frozenset[int] = frozenset()
+) -> Flood:
     """Run `command` as a prompt of `backend` with the host's and the container's processes sampled; the
-    prompt's sandbox is closed after; returns once the container's processes are gone (at most 60 s)."""
+    prompt's sandbox is closed after; returns once the container's processes are gone (at most 60 s).
+    `ignore_uids`: uids whose processes `container_max` leaves out (rootless Podman's service user, whose runc
+    starts each exec inside the container before it becomes the command's process)."""
     await backend.start({image})
     sb = await backend.create(Prompt(0, "flood", "p"))
     sampler: _Sampler | None = None
     try:
         init = docker_procs.init_pid(backend.api, sb.id)
         baseline = host_processes()
-        sampler = _Sampler(sb.id, init, runaway)
+        sampler = _Sampler(sb.id, init, runaway, ignore_uids)
         sampler.start()
         res = await sb.run(command, timeout)
         sampler.sample()
