@@ -23,7 +23,7 @@ def compose(overrides: list[str]):
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    from hermes_runner.config import register_configs
+    from hermes_runner.config.root import register_configs
 
     register_configs()
     GlobalHydra.instance().clear()

@@ -22,7 +22,8 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from hermes_runner.config import closest, register_configs
+from hermes_runner.config import closest
+from hermes_runner.config.root import register_configs
 from hermes_runner.errors import ConfigError, ExitCode, JobNotStarted
 from hermes_runner.rundir import sweep
 from hermes_runner.util import gctune

@@ -16,7 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 from rich.console import Console
 
-from hermes_runner.config import DistributionConfig, RunConfig, as_container, check_keys, run_name_problem
+from hermes_runner.config import DistributionConfig, as_container, check_keys, run_name_problem
+from hermes_runner.config.root import RunConfig
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, JobNotStarted, RunDirBusy
 from hermes_runner.rundir.layout import HYDRA_DIR, REJECTED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.store import abandon_prelock, prelock

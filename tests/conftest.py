@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_runner.config import RunConfig
+from hermes_runner.config.root import RunConfig
 from hermes_runner.model import cache
 from hermes_runner.testing.scripted_server import ScriptedServer
 

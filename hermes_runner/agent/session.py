@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
 
 from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
-from hermes_runner.config import ErrorClass, RunConfig
+from hermes_runner.config import ErrorClass
+from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import (
     BrokenStream,

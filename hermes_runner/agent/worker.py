@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import SessionRunner
-from hermes_runner.config import RunConfig
+from hermes_runner.config.root import RunConfig
 from hermes_runner.model.base import CallHook
 from hermes_runner.model.cache import CachedModel, endpoint_identity, open_cache
 from hermes_runner.model.client import OpenAIChatModel

@@ -18,7 +18,7 @@ from hermes_runner.executors.local import LocalExecutor
 
 if TYPE_CHECKING:
     from hermes_runner.agent.worker import WorkerSpec
-    from hermes_runner.config import RunConfig
+    from hermes_runner.config.root import RunConfig
     from hermes_runner.model.base import CallHook
     from hermes_runner.usage import Usage
 

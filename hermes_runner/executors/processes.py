@@ -32,7 +32,7 @@ from pathlib import Path
 import hermes_runner
 from hermes_runner.agent.session import Failure, Outcome
 from hermes_runner.agent.worker import WorkerSpec
-from hermes_runner.config import RunConfig
+from hermes_runner.config.root import RunConfig
 from hermes_runner.errors import ConfigError, RemoteCallError, WorkerLost
 from hermes_runner.executors.base import Work, acquire, release
 from hermes_runner.executors.local import LocalExecutor

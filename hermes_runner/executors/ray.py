@@ -26,7 +26,8 @@ from typing import Any
 import hermes_runner
 from hermes_runner.agent.session import Failure, Outcome, SessionRunner
 from hermes_runner.agent.worker import WorkerSpec, session_runner
-from hermes_runner.config import ExecutorConfig, RateLimitConfig, RunConfig
+from hermes_runner.config import ExecutorConfig, RateLimitConfig
+from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError
 from hermes_runner.executors.base import Work, acquire, release

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import openai
 
-from hermes_runner.config import RunConfig
+from hermes_runner.config.root import RunConfig
 from hermes_runner.errors import ConfigError
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.model.retry import connection_refused

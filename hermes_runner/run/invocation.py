@@ -21,7 +21,8 @@ from pathlib import Path
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import Failure, Outcome
 from hermes_runner.agent.worker import WorkerSpec
-from hermes_runner.config import DatasetFormat, RunConfig, as_container, check
+from hermes_runner.config import DatasetFormat, as_container, check
+from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import Prompt, check_source, detect_format, load_prefill
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, RunDirBusy, StorageFull
 from hermes_runner.executors import Executor, Work, open_executor

@@ -8,7 +8,8 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from hermes_runner.config import OutputLayout, RunConfig
+from hermes_runner.config import OutputLayout
+from hermes_runner.config.root import RunConfig
 from hermes_runner.run.plan import Plan
 from hermes_runner.rundir.layout import BATCH_GLOB, CHECKPOINT, FEATURES_FILE, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.manifest import now

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermes_runner.config import RunConfig
+from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import Prompt, Rejected, read_prompts
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError
 from hermes_runner.rundir.layout import REJECTED

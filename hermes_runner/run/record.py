@@ -6,7 +6,8 @@ from collections import Counter
 
 from hermes_runner.agent.loop import SessionResult
 from hermes_runner.agent.session import Failure
-from hermes_runner.config import HallucinatedToolPolicy, RunConfig
+from hermes_runner.config import HallucinatedToolPolicy
+from hermes_runner.config.root import RunConfig
 from hermes_runner.rundir.manifest import now
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.trajectory.entry import NOT_SCORED

@@ -28,7 +28,8 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from hermes_runner.config import RunConfig, ScorerConfig, ScorerKind, check, check_scorers, register_configs
+from hermes_runner.config import ScorerConfig, ScorerKind, check, check_scorers
+from hermes_runner.config.root import RunConfig, register_configs
 from hermes_runner.dataset.mapping import Mapping
 from hermes_runner.errors import ConfigError, ExitCode, RunnerError
 from hermes_runner.run.budget import RunBudget

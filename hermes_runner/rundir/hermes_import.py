@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hermes_runner.config import RunConfig
+from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import Prompt, read_prompts
 from hermes_runner.errors import ForeignRunDirError
 from hermes_runner.rundir.layout import CHECKPOINT, STATISTICS, TRAJECTORIES

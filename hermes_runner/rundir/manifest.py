@@ -12,7 +12,8 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hermes_runner.config import DATA_KEYS, RunConfig, as_container, select  # noqa: F401  (DATA_KEYS re-exported)
+from hermes_runner.config import DATA_KEYS, as_container, select  # noqa: F401  (DATA_KEYS re-exported)
+from hermes_runner.config.root import RunConfig
 from hermes_runner.errors import ConfigError
 from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
 from hermes_runner.rundir.store import atomic_write, atomic_write_json

@@ -13,7 +13,8 @@ import importlib
 import logging
 from collections.abc import Mapping, Sequence
 
-from hermes_runner.config import RunConfig, ScorerConfig, ScorerKind
+from hermes_runner.config import ScorerConfig, ScorerKind
+from hermes_runner.config.root import RunConfig
 from hermes_runner.errors import ScoreError
 from hermes_runner.scorers.base import NOT_SCORED, Job, Score, Scorer, final_answer, row_from_entry, row_of
 

@@ -74,7 +74,8 @@ def test_bad_values_are_refused_before_any_side_effect(make_cfg, tmp_path, run_d
 
 
 def test_every_value_rule_names_an_existing_option():
-    from hermes_runner.config import VALUE_RULES, RunConfig, _values, check
+    from hermes_runner.config.check import VALUE_RULES, _values, check
+    from hermes_runner.config.root import RunConfig
 
     cfg = RunConfig(model=ModelConfig(name="m", base_url="u"), distribution=DistributionConfig(name="d"))
     cfg.tools.moa.reference_models = [EndpointConfig(model="a")]

@@ -18,9 +18,9 @@ from hermes_runner.config import (
     LocalIsolation,
     LocalSandboxOptions,
     ModelConfig,
-    RunConfig,
     SandboxConfig,
 )
+from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.sandbox.local import LocalBackend
 from hermes_runner.testing.model import ScriptedModel

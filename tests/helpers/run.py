@@ -16,7 +16,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from hermes_runner.cli import run_and_print
-from hermes_runner.config import RunConfig, register_configs
+from hermes_runner.config.root import RunConfig, register_configs
 from hermes_runner.testing.scripted_server import ScriptedServer
 
 from tests.helpers.wait import WaitTimeout, wait_for

@@ -14,7 +14,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from hermes_runner.config import DATA_KEYS, RunConfig, as_container, check, check_keys, select
+from hermes_runner.config import DATA_KEYS, as_container, check, check_keys, select
+from hermes_runner.config.root import RunConfig
 
 from tests.helpers.run import CONF
 

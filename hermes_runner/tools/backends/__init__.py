@@ -13,11 +13,11 @@ from typing import Any
 from hermes_runner.config import (
     ImageGenConfig,
     MoaConfig,
-    RunConfig,
     UnavailablePolicy,
     VisionConfig,
     WebConfig,
 )
+from hermes_runner.config.root import RunConfig
 from hermes_runner.errors import ConfigError
 from hermes_runner.model.base import CallHook, ChatModel
 from hermes_runner.tools.backends import endpoints, search

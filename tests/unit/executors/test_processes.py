@@ -9,7 +9,8 @@ import httpx2
 import openai
 import pytest
 
-from hermes_runner.config import ExecutorConfig, LimitsConfig, RateLimitConfig, RunConfig, check
+from hermes_runner.config import ExecutorConfig, LimitsConfig, RateLimitConfig, check
+from hermes_runner.config.root import RunConfig
 from hermes_runner.errors import ConfigError, RemoteCallError
 from hermes_runner.executors import worker_processes
 from hermes_runner.executors.processes import call_end, rebuild_end

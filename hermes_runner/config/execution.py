@@ -1,0 +1,83 @@
+"""How the prompts are executed: the executor, the shard, the limits, in-run retries, the response cache."""
+
+from dataclasses import dataclass, field
+from enum import Enum, StrEnum
+
+
+class ExecutorKind(StrEnum):
+    """What keeps the sessions in flight (executors/: one module per backend)."""
+
+    local = "local"  # asyncio in this process
+    ray = "ray"  # Ray actors, on this machine or a cluster
+
+
+@dataclass
+class ExecutorConfig:
+    backend: ExecutorKind = ExecutorKind.local  # local (asyncio in this process) | ray
+    # local: worker processes the sessions are spread over, each with its own event loop, the runner the only
+    # writer of the run dir (1: all in the runner's process; null or 0: one per core). Default 1, measured:
+    # docs/performance.md#worker-processes.
+    processes: int | None = 1
+    address: str | None = None  # ray: cluster address (None = start a local cluster)
+    num_cpus: int | None = None  # ray: CPUs of a local cluster
+    sessions_per_worker: int = 32  # ray: sessions multiplexed in one actor
+    cpus_per_worker: float = 1.0  # ray: CPUs reserved per actor (the cluster's CPUs bound the actors)
+    max_restarts: int = 4  # ray: times Ray restarts a dead actor; processes > 1: times one is replaced (-1: always)
+    max_redispatch: int = 2  # ray, processes > 1: times a prompt lost with its worker is sent again before it fails
+
+
+@dataclass
+class ShardConfig:
+    index: int = 0
+    count: int = 1
+
+
+@dataclass
+class LimitsConfig:
+    max_cost_usd: float | None = None  # run budget
+    max_tokens_total: int | None = None  # run token budget
+    prompt_max_tokens: int | None = None  # per-prompt token budget
+    prompt_max_cost_usd: float | None = None  # per-prompt cost budget
+    timeout_s: float | None = None  # per-prompt wall clock
+
+
+class ErrorClass(str, Enum):
+    """Kinds of prompt failure an in-run retry takes (`retry.on`)."""
+
+    provider = "provider"  # the model endpoint failed for good: an error status after model.max_retries, an empty,
+    # malformed or broken reply (never EndpointDown: the endpoint serves nobody, the run stops starting prompts)
+    sandbox = "sandbox"  # the sandbox could not start or died (SandboxError)
+    timeout = "timeout"  # the prompt exceeded limits.timeout_s (PromptTimeout)
+    tool_model = "tool_model"  # a tool's own model (vision, MoA, ...) failed and the error left the tool
+
+
+@dataclass
+class RetryConfig:
+    """In-run retries of failed prompts (docs/evaluation.md). Each failed attempt goes to failures.jsonl; the last
+    one stays the prompt's failure in the ledger, and a later invocation retries it as before (retry_failed)."""
+
+    max_attempts: int = 1  # attempts per prompt in one invocation (1: no in-run retry)
+    on: list[ErrorClass] = field(default_factory=lambda: list(ErrorClass))  # which failures are retried
+    initial_wait_s: float = 1.0  # back-off before the 2nd attempt, doubled before each later one
+    max_wait_s: float = 60.0  # cap of the back-off
+
+
+class CacheMode(str, Enum):
+    """What the response cache does (docs/caching.md)."""
+
+    readwrite = "readwrite"  # replay a stored reply, store every new one
+    read = "read"  # replay stored replies, store nothing new
+    write = "write"  # never replay: call the endpoint and store (refresh) every reply
+    off = "off"  # no cache at all
+
+
+@dataclass
+class CacheConfig:
+    """The response cache: paid model replies on disk, replayed by any run that makes the same call (docs/caching.md)."""
+
+    mode: CacheMode = CacheMode.readwrite  # readwrite | read | write | off (or the group: cache=read)
+    # where it lives, shared by every run (null: $HERMES_RUNNER_CACHE_DIR, else $XDG_CACHE_HOME/hermes-runner/responses,
+    # else ~/.cache/hermes-runner/responses)
+    dir: str | None = None
+    size_limit: int = 4 * 2**30  # bytes on disk; beyond it the least recently stored replies are evicted
+    expire: float | None = None  # seconds a stored reply is replayed (null: until evicted or cleared)

@@ -1,0 +1,87 @@
+"""The root config: every section under one RunConfig, its own top-level options, and the schemas' registration.
+
+Only the commands, the app and run/ import this module; every other part takes its own section.
+"""
+
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from hermes_runner.config.data import DatasetConfig, FiltersConfig, OutputConfig
+from hermes_runner.config.execution import CacheConfig, ExecutorConfig, LimitsConfig, RetryConfig, ShardConfig
+from hermes_runner.config.model import ModelConfig, ProviderConfig, ReasoningConfig
+from hermes_runner.config.sandbox import SandboxConfig
+from hermes_runner.config.scorers import ScorerConfig
+from hermes_runner.config.tools import DistributionConfig, ToolsConfig
+
+
+@dataclass
+class RunConfig:
+    model: ModelConfig = MISSING
+    provider: ProviderConfig = field(default_factory=ProviderConfig)
+    reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
+    distribution: DistributionConfig = MISSING
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    filters: FiltersConfig = field(default_factory=FiltersConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    shard: ShardConfig = field(default_factory=ShardConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    # scorers by name, each from conf/scorer/ (`+scorer@scorers.NAME=match`); every kept entry gets one
+    # score record per scorer, and the primary scorer's value as `reward` (docs/scoring.md)
+    scorers: dict[str, ScorerConfig] = field(default_factory=dict)
+    retry: RetryConfig = field(default_factory=RetryConfig)  # in-run retries of failed prompts
+    cache: CacheConfig = field(default_factory=CacheConfig)  # replayed model replies (conf/cache/: cache=off ...)
+
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)  # how the rows are read and mapped
+
+    dataset_file: str = MISSING  # a .jsonl/.json/.csv/.parquet file, a save_to_disk directory, or hf:<name>
+    run_name: str = MISSING  # a directory name under the output root (`run_name_problem`): no /, not . or ..
+    batch_size: int = 10
+    num_workers: int = 4
+    max_turns: int = 10
+    max_samples: int | None = None
+    # Runs of each dataset row: k samples, each with its own key (the row's + `~s<i>`; sample 0 keeps the row's),
+    # sandbox and toolset draw, `metadata.sample_index` in its entry; pass@k in statistics.json uses this k.
+    samples_per_prompt: int = 1
+    # Print the results table at the end (model, scorer, n, pass@1 +- stderr, pass@k, tokens, cost;
+    # statistics.json `results` holds it either way): +experiment=evaluation turns it on.
+    results_table: bool = False
+    max_tokens: int | None = None
+    system_prompt: str = (
+        "You are an autonomous agent with tool access. Work step by step, use the tools "
+        "when they help, and finish with a clear final answer."
+    )
+    ephemeral_system_prompt: str | None = None
+    prefill_messages_file: str | None = None
+    verbose: bool = False
+    log_prefix_chars: int = 100
+    seed: int = 0
+    resume: bool = True
+    force_resume: bool = False
+    retry_failed: bool = True
+    max_invalid_tool_turns: int = 3
+    fsync_interval_s: float = 0.2
+    list_distributions: bool = False
+    dry_run: bool = False
+    progress: bool = True  # the live two-row display on a terminal
+    progress_interval_s: float = 30.0  # the plain progress line (logs, run.log, stderr not a terminal): every ...
+    progress_every_percent: float = 5.0  # ... this many seconds or this share of the prompts, whichever first
+
+
+def register_configs() -> None:
+    """Register schemas so YAML options in each group are validated against them."""
+    cs = ConfigStore.instance()
+    cs.store(name="run_schema", node=RunConfig)
+    cs.store(group="model", name="model_schema", node=ModelConfig)
+    cs.store(group="provider", name="provider_schema", node=ProviderConfig)
+    cs.store(group="reasoning", name="reasoning_schema", node=ReasoningConfig)
+    cs.store(group="distribution", name="distribution_schema", node=DistributionConfig)
+    cs.store(group="sandbox", name="sandbox_schema", node=SandboxConfig)
+    cs.store(group="executor", name="executor_schema", node=ExecutorConfig)
+    cs.store(group="tools", name="tools_schema", node=ToolsConfig)
+    cs.store(group="filters", name="filters_schema", node=FiltersConfig)
+    cs.store(group="scorer", name="scorer_schema", node=ScorerConfig)
+    cs.store(group="cache", name="cache_schema", node=CacheConfig)
