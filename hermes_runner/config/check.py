@@ -190,7 +190,7 @@ def check_scorers(scorers: dict[str, ScorerConfig]) -> list[str]:
 
 def _template_problem(text: str | None, where: str) -> list[str]:
     """[why] when `text` is not a valid template for the shared sandboxed environment (templating.py), else []."""
-    from hermes_runner.templating import problems  # here: runs without a template do not pay jinja2's import
+    from hermes_runner.config.templating import problems  # here: runs without a template do not pay jinja2's import
 
     return problems(text, where) if text else []
 
@@ -203,7 +203,7 @@ def _template_problems(template: str | None) -> list[str]:
         return ["dataset.prompt_template is empty (null: the prompt column as it is)"]
     import jinja2
 
-    from hermes_runner.templating import environment
+    from hermes_runner.config.templating import environment
 
     try:
         environment().parse(template)

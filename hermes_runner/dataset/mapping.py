@@ -6,9 +6,9 @@ import json
 from collections.abc import Iterable
 
 from hermes_runner.config import DatasetConfig
+from hermes_runner.config.templating import compile_template, environment, render
 from hermes_runner.dataset.base import Prompt, canonical_digest, id_digest
 from hermes_runner.errors import TemplateRefused
-from hermes_runner.templating import compile_template, environment, render
 
 # The columns each role is taken from when `dataset.fields` names none, in order of preference.
 DEFAULTS = {

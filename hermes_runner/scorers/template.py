@@ -1,11 +1,11 @@
 """Jinja templates of the scorers (verify commands, judge rubrics): the shared sandboxed environment
-(hermes_runner/templating.py), strict about undefined names."""
+(hermes_runner/config/templating.py), strict about undefined names."""
 
 from __future__ import annotations
 
+from hermes_runner.config.templating import compile_template
+from hermes_runner.config.templating import render as render_template
 from hermes_runner.errors import ScoreError, TemplateRefused
-from hermes_runner.templating import compile_template
-from hermes_runner.templating import render as render_template
 
 
 def render(text: str, where: str, **values: object) -> str:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from hermes_runner.config import DatasetConfig, ScorerConfig, ScorerKind, check_scorers
+from hermes_runner.config.templating import compile_template, environment, problems
 from hermes_runner.dataset.mapping import Mapping, RowError
 from hermes_runner.errors import ConfigError, ScoreError
 from hermes_runner.scorers.template import render
 from hermes_runner.scorers.verify import VerifyScorer
-from hermes_runner.templating import compile_template, environment, problems
 
 ESCAPES = [
     "{{ ''.__class__.__mro__[1].__subclasses__() }}",
