@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field
 from enum import Enum
 
+from hermes_runner.config.templating import problems as template_problems
+
 
 class DatasetFormat(str, Enum):
     """How `dataset_file` is read (docs/datasets.md)."""
@@ -40,6 +42,11 @@ class DatasetConfig:
     split: str | None = None  # hf / arrow: which split (null: the only one, else `train`)
     revision: str | None = None  # hf: a branch, tag or commit of the hub repository (null: main)
     subset: str | None = None  # hf: the configuration (subset) name (null: the default one)
+
+    def problems(self, where: str) -> list[str]:
+        if self.prompt_template is not None and not self.prompt_template.strip():
+            return [f"{where}.prompt_template is empty (null: the prompt column as it is)"]
+        return template_problems(self.prompt_template, f"{where}.prompt_template")
 
 
 class HallucinatedToolPolicy(str, Enum):

@@ -24,12 +24,25 @@ class ExecutorConfig:
     cpus_per_worker: float = 1.0  # ray: CPUs reserved per actor (the cluster's CPUs bound the actors)
     max_restarts: int = 4  # ray: times Ray restarts a dead actor; processes > 1: times one is replaced (-1: always)
     max_redispatch: int = 2  # ray, processes > 1: times a prompt lost with its worker is sent again before it fails
+    RULES = {"num_cpus": ">= 1", "sessions_per_worker": ">= 1", "cpus_per_worker": "> 0",
+             "max_redispatch": ">= 0", "processes": ">= 0"}  # fmt: skip
+
+    def problems(self, where: str) -> list[str]:
+        if self.backend != ExecutorKind.local and self.processes not in (None, 0, 1):
+            return [f"{where}.processes={self.processes} applies to {where}=local only (Ray has actors)"]
+        return []
 
 
 @dataclass
 class ShardConfig:
     index: int = 0
     count: int = 1
+    RULES = {"count": ">= 1", "index": ">= 0"}
+
+    def problems(self, where: str) -> list[str]:
+        if self.count >= 1 and self.index >= self.count:
+            return [f"{where}.index must be in [0, {where}.count), got {self.index}/{self.count}"]
+        return []
 
 
 @dataclass
@@ -39,6 +52,8 @@ class LimitsConfig:
     prompt_max_tokens: int | None = None  # per-prompt token budget
     prompt_max_cost_usd: float | None = None  # per-prompt cost budget
     timeout_s: float | None = None  # per-prompt wall clock
+    RULES = {"max_cost_usd": "> 0", "max_tokens_total": ">= 1", "prompt_max_tokens": ">= 1",
+             "prompt_max_cost_usd": "> 0", "timeout_s": "> 0"}  # fmt: skip
 
 
 class ErrorClass(str, Enum):
@@ -60,6 +75,7 @@ class RetryConfig:
     on: list[ErrorClass] = field(default_factory=lambda: list(ErrorClass))  # which failures are retried
     initial_wait_s: float = 1.0  # back-off before the 2nd attempt, doubled before each later one
     max_wait_s: float = 60.0  # cap of the back-off
+    RULES = {"max_attempts": ">= 1", "initial_wait_s": ">= 0", "max_wait_s": ">= 0"}
 
 
 class CacheMode(str, Enum):
@@ -81,3 +97,4 @@ class CacheConfig:
     dir: str | None = None
     size_limit: int = 4 * 2**30  # bytes on disk; beyond it the least recently stored replies are evicted
     expire: float | None = None  # seconds a stored reply is replayed (null: until evicted or cleared)
+    RULES = {"size_limit": ">= 1", "expire": "> 0"}

@@ -53,6 +53,7 @@ class ServeConfig:
     startup_timeout_s: float = 180.0
     stop_timeout_s: float = 10.0  # SIGTERM, then SIGKILL after this long
     env: dict[str, str] = field(default_factory=dict)
+    RULES = {"port": ">= 0", "startup_timeout_s": "> 0", "stop_timeout_s": ">= 0"}
 
 
 @dataclass
@@ -62,6 +63,7 @@ class PriceConfig:
     prompt_per_mtok: float = 0.0
     completion_per_mtok: float = 0.0
     cached_prompt_per_mtok: float | None = None
+    RULES = {"prompt_per_mtok": ">= 0", "completion_per_mtok": ">= 0", "cached_prompt_per_mtok": ">= 0"}
 
 
 @dataclass
@@ -72,6 +74,7 @@ class RateLimitConfig:
     tokens_per_minute: float | None = None
     adaptive: bool = True  # lower concurrency on 429 episodes, raise it back while calls succeed
     min_concurrency: int = 1
+    RULES = {"requests_per_minute": "> 0", "tokens_per_minute": "> 0", "min_concurrency": ">= 1"}
 
 
 @dataclass
@@ -96,6 +99,8 @@ class ModelConfig:
     serve: ServeConfig = field(default_factory=ServeConfig)
     price: PriceConfig = field(default_factory=PriceConfig)
     rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)
+    RULES = {"timeout_s": "> 0", "max_retries": ">= 0", "refused_retries": ">= 0",
+             "retry_initial_wait_s": ">= 0", "retry_max_wait_s": ">= 0", "tool_choice_turns": ">= 0"}  # fmt: skip
 
 
 @dataclass
@@ -117,3 +122,4 @@ class ReasoningConfig:
     effort: Effort | None = None
     max_tokens: int | None = None
     exclude: bool | None = None
+    RULES = {"max_tokens": ">= 1"}

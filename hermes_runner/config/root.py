@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from hermes_runner.config.check import run_name_problem
 from hermes_runner.config.data import DatasetConfig, FiltersConfig, OutputConfig
 from hermes_runner.config.execution import CacheConfig, ExecutorConfig, LimitsConfig, RetryConfig, ShardConfig
 from hermes_runner.config.model import ModelConfig, ProviderConfig, ReasoningConfig
 from hermes_runner.config.sandbox import SandboxConfig
-from hermes_runner.config.scorers import ScorerConfig
+from hermes_runner.config.scorers import ScorerConfig, scorer_set_problems
 from hermes_runner.config.tools import DistributionConfig, ToolsConfig
 
 
@@ -69,6 +70,19 @@ class RunConfig:
     progress: bool = True  # the live two-row display on a terminal
     progress_interval_s: float = 30.0  # the plain progress line (logs, run.log, stderr not a terminal): every ...
     progress_every_percent: float = 5.0  # ... this many seconds or this share of the prompts, whichever first
+    RULES = {"batch_size": ">= 1", "num_workers": ">= 1", "max_turns": ">= 1", "max_samples": ">= 1",
+             "samples_per_prompt": ">= 1", "max_tokens": ">= 1", "max_invalid_tool_turns": ">= 1",
+             "log_prefix_chars": ">= 0", "fsync_interval_s": "> 0", "progress_interval_s": "> 0",
+             "progress_every_percent": ">= 0"}  # fmt: skip
+
+    def problems(self, where: str) -> list[str]:
+        """The rules across sections: a plain run name, the set of scorers, a filter that needs a scorer."""
+        found = [why] if (why := run_name_problem(self.run_name)) else []
+        if self.filters.min_reward is not None and not self.scorers:
+            found.append(
+                "filters.min_reward needs a scorer (scorers is empty: add one, e.g. +scorer@scorers.match=match)"
+            )
+        return found + scorer_set_problems(self.scorers)
 
 
 def register_configs() -> None:

@@ -1,11 +1,14 @@
 """The scorers section: what judges a trajectory, and each kind's options."""
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from omegaconf import MISSING
 
+from hermes_runner.config.check import problems
+from hermes_runner.config.templating import problems as template_problems
 from hermes_runner.config.tools import EndpointConfig
 
 
@@ -35,6 +38,7 @@ class VerifyOptions:
     timeout_s: float = 60.0  # the command's own limit (it runs after the conversation, before the sandbox goes)
     max_output_chars: int = 2_000  # output kept in the score record (40% head, 60% tail)
     workdir: str | None = None  # where it runs (null: the sandbox's working dir)
+    RULES = {"timeout_s": "> 0", "max_output_chars": ">= 0"}
 
 
 @dataclass
@@ -46,6 +50,7 @@ class MatchOptions:
     ignore_case: bool = True  # regex mode: case-insensitive search
     abs_tolerance: float = 1e-6  # numeric mode: |answer - target| at most this ...
     rel_tolerance: float = 0.0  # ... or at most this fraction of |target|
+    RULES = {"abs_tolerance": ">= 0", "rel_tolerance": ">= 0"}
 
 
 @dataclass
@@ -64,6 +69,7 @@ class JudgeOptions:
         '{"score": <a number from 0 to 1>, "explanation": "<one or two sentences>"}'
     )
     max_conversation_chars: int = 20_000  # the dialogue shown to the judge (40% head, 60% tail)
+    RULES = {"max_conversation_chars": ">= 1"}
 
 
 @dataclass
@@ -78,3 +84,36 @@ class ScorerConfig:
     judge: JudgeOptions = field(default_factory=JudgeOptions)
     _target_: str | None = None  # python: dotted path of `fn(entry, row) -> float | dict` (a class: instantiated)
     args: dict[str, Any] = field(default_factory=dict)  # python: keyword arguments of the call (or of the class)
+
+    def problems(self, where: str) -> list[str]:
+        """Each kind's own rules: its templates, its pattern, a python scorer's callable."""
+        if self.kind == ScorerKind.verify:
+            return template_problems(self.verify.command, f"{where}.verify.command")
+        if self.kind == ScorerKind.judge:
+            return template_problems(self.judge.rubric, f"{where}.judge.rubric")
+        if self.kind == ScorerKind.match and self.match.answer_pattern is not None:
+            try:
+                re.compile(self.match.answer_pattern)
+            except re.error as exc:
+                return [f"{where}.match.answer_pattern is not a regular expression: {exc}"]
+        if self.kind == ScorerKind.python and not self._target_:
+            return [f"{where}._target_ must name a callable fn(entry, row) (kind python)"]
+        return []
+
+
+def scorer_set_problems(scorers: dict[str, ScorerConfig]) -> list[str]:
+    """What is wrong with a `scorers` mapping as a whole: more than one primary, a name that is not plain."""
+    found = [
+        f"scorers.{n}: a scorer's name is letters, digits, _ . - only"
+        for n in scorers
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", n)
+    ]
+    if sum(s.primary for s in scorers.values()) > 1:
+        names = ", ".join(n for n, s in scorers.items() if s.primary)
+        found.insert(0, f"scorers: at most one scorer may be primary ({names} are)")
+    return found
+
+
+def check_scorers(scorers: dict[str, ScorerConfig]) -> list[str]:
+    """The problems of a `scorers` mapping (names, one primary, each scorer's own options)."""
+    return scorer_set_problems(scorers) + problems(scorers, "scorers")

@@ -30,15 +30,17 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def problems(text: str, where: str) -> list[str]:
-    """[why] when `text` is not a valid template or reaches for a `__` name, else []."""
-    import jinja2
+def problems(text: str | None, where: str) -> list[str]:
+    """[why] when `text` is not a valid template or reaches for a `__` name, else [] (also for no template)."""
+    if not text:
+        return []
+    import jinja2  # here: runs without a template do not pay its import
     from jinja2 import nodes
 
     try:
         tree = environment().parse(text)
     except jinja2.TemplateSyntaxError as exc:
-        return [f"{where} is not a valid template: {exc.message} (line {exc.lineno})"]
+        return [f"{where} is not a valid Jinja2 template (line {exc.lineno}: {exc.message})"]
     for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
         name = node.attr if isinstance(node, nodes.Getattr) else getattr(node.arg, "value", None)
         if isinstance(name, str) and name.startswith("__"):

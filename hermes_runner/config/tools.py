@@ -33,6 +33,7 @@ class EndpointConfig:
     timeout_s: float = 120.0
     max_retries: int = 3
     extra_body: dict[str, Any] = field(default_factory=dict)
+    RULES = {"timeout_s": "> 0", "max_retries": ">= 0", "max_tokens": ">= 1"}
 
 
 @dataclass
@@ -43,6 +44,7 @@ class FetchConfig:
     max_bytes: int = 10_000_000  # larger bodies are cut (a cut PDF is an error)
     max_redirects: int = 5
     user_agent: str = "Mozilla/5.0 (compatible; hermes-runner/0.1)"
+    RULES = {"timeout_s": "> 0", "max_bytes": ">= 1", "max_redirects": ">= 0"}
 
 
 @dataclass
@@ -77,6 +79,8 @@ class WebConfig:
     char_limit: int = 15_000  # default characters per page (head/tail view beyond)
     max_char_limit: int = 50_000  # the most a call may ask for per page
     call_char_budget: int = 90_000  # characters of all pages of one call together
+    RULES = {"search_timeout_s": "> 0", "max_urls": ">= 1", "char_limit": ">= 1",
+             "max_char_limit": ">= 1", "call_char_budget": ">= 1"}  # fmt: skip
 
 
 @dataclass
@@ -86,12 +90,14 @@ class CodeExecutionConfig:
     max_timeout_s: float = 300.0  # the most a call may ask for
     max_stderr_chars: int = 10_000
     max_result_chars: int = 10_000
+    RULES = {"timeout_s": "> 0", "max_timeout_s": "> 0", "max_stderr_chars": ">= 0", "max_result_chars": ">= 0"}
 
 
 @dataclass
 class VisionConfig:
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     max_image_bytes: int = 20_000_000
+    RULES = {"max_image_bytes": ">= 1"}
 
 
 @dataclass
@@ -110,6 +116,7 @@ class MoaConfig:
     reference_models: list[EndpointConfig] = field(default_factory=list)  # asked in parallel
     aggregator: EndpointConfig = field(default_factory=EndpointConfig)  # combines their answers
     min_successful: int = 1  # reference answers needed to aggregate
+    RULES = {"min_successful": ">= 1"}
 
 
 @dataclass
@@ -123,6 +130,8 @@ class BrowserConfig:
     action_timeout_s: float = 10.0
     snapshot_max_chars: int = 8_000  # compact snapshot (browser_snapshot full=false)
     full_snapshot_max_chars: int = 40_000
+    RULES = {"viewport_width": ">= 1", "viewport_height": ">= 1", "navigation_timeout_s": "> 0",
+             "action_timeout_s": "> 0", "snapshot_max_chars": ">= 1", "full_snapshot_max_chars": ">= 1"}  # fmt: skip
 
 
 @dataclass

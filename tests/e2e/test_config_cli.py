@@ -74,13 +74,19 @@ def test_bad_values_are_refused_before_any_side_effect(make_cfg, tmp_path, run_d
 
 
 def test_every_value_rule_names_an_existing_option():
-    from hermes_runner.config.check import VALUE_RULES, _values, check
+    import dataclasses
+
+    from hermes_runner import config
+    from hermes_runner.config.check import TESTS, check
     from hermes_runner.config.root import RunConfig
 
     cfg = RunConfig(model=ModelConfig(name="m", base_url="u"), distribution=DistributionConfig(name="d"))
     cfg.tools.moa.reference_models = [EndpointConfig(model="a")]
-    for key, _ in VALUE_RULES:
-        assert _values(cfg, key.split(".")), key  # no rule is silently skipped by a typo in its key
+    sections = [c for c in vars(config).values() if dataclasses.is_dataclass(c)] + [RunConfig]
+    for section in sections:
+        for key, rule in getattr(section, "RULES", {}).items():  # no rule is silently skipped by a typo in its key
+            assert key in {f.name for f in dataclasses.fields(section)} and rule in TESTS, (section, key)
+    assert sum(len(getattr(s, "RULES", {})) for s in sections) >= 80
     check(cfg)  # the defaults pass
 
 

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hermes_runner.config import DATA_KEYS, as_container, check, check_keys, select
 from hermes_runner.config.root import RunConfig
+from hermes_runner.errors import ConfigError
 
 from tests.helpers.run import CONF
 
@@ -138,3 +139,24 @@ def test_plain_run_names_pass(name):
     from hermes_runner.config import run_name_problem
 
     assert run_name_problem(name) is None
+
+
+def test_the_rules_beside_each_section_are_run_for_every_section_below_the_root():
+    from hermes_runner.config import DistributionConfig, EndpointConfig, ModelConfig, ScorerConfig, ScorerKind
+    from hermes_runner.config.check import problems
+
+    cfg = RunConfig(model=ModelConfig(name="m", base_url="u"), distribution=DistributionConfig(name="d"))
+    cfg.run_name = "r"
+    assert problems(cfg) == []
+    cfg.limits.timeout_s, cfg.shard.index = -1, 1
+    cfg.tools.moa.reference_models = [EndpointConfig(model="a"), EndpointConfig(model="b", max_retries=-1)]
+    cfg.scorers = {"j": ScorerConfig(kind=ScorerKind.judge)}
+    cfg.scorers["j"].judge.endpoint.timeout_s = 0
+    assert problems(cfg) == [
+        "shard.index must be in [0, shard.count), got 1/1",
+        "limits.timeout_s must be > 0 (or null), not -1",
+        "tools.moa.reference_models[1].max_retries must be >= 0, not -1",
+        "scorers.j.judge.endpoint.timeout_s must be > 0, not 0",
+    ]
+    with pytest.raises(ConfigError, match="invalid configuration: shard.index"):
+        check(cfg)

@@ -148,7 +148,7 @@ def test_scorer_config_checks(tmp_path):
         )
     with pytest.raises(ConfigError, match="_target_ must name a callable"):
         check(cfg("+scorer@scorers.p=python"))
-    with pytest.raises(ConfigError, match="not a valid template"):
+    with pytest.raises(ConfigError, match="not a valid Jinja2 template"):
         check(cfg("+scorer@scorers.v=verify", "scorers.v.verify.command='test {{ row.x'"))
     with pytest.raises(ConfigError, match="min_reward needs a scorer"):
         check(cfg("filters.min_reward=0.5"))
