@@ -85,17 +85,15 @@ class RunConfig:
         return found + scorer_set_problems(self.scorers)
 
 
+# the config groups (conf/<group>/) and the schema each of their YAMLs is validated against
+GROUPS = {"model": ModelConfig, "provider": ProviderConfig, "reasoning": ReasoningConfig,
+          "distribution": DistributionConfig, "sandbox": SandboxConfig, "executor": ExecutorConfig,
+          "tools": ToolsConfig, "filters": FiltersConfig, "scorer": ScorerConfig, "cache": CacheConfig}  # fmt: skip
+
+
 def register_configs() -> None:
-    """Register schemas so YAML options in each group are validated against them."""
-    cs = ConfigStore.instance()
-    cs.store(name="run_schema", node=RunConfig)
-    cs.store(group="model", name="model_schema", node=ModelConfig)
-    cs.store(group="provider", name="provider_schema", node=ProviderConfig)
-    cs.store(group="reasoning", name="reasoning_schema", node=ReasoningConfig)
-    cs.store(group="distribution", name="distribution_schema", node=DistributionConfig)
-    cs.store(group="sandbox", name="sandbox_schema", node=SandboxConfig)
-    cs.store(group="executor", name="executor_schema", node=ExecutorConfig)
-    cs.store(group="tools", name="tools_schema", node=ToolsConfig)
-    cs.store(group="filters", name="filters_schema", node=FiltersConfig)
-    cs.store(group="scorer", name="scorer_schema", node=ScorerConfig)
-    cs.store(group="cache", name="cache_schema", node=CacheConfig)
+    """Register the schemas, so that the YAML options of each group are validated against them."""
+    store = ConfigStore.instance()
+    store.store(name="run_schema", node=RunConfig)
+    for group, node in GROUPS.items():
+        store.store(group=group, name=f"{group}_schema", node=node)
