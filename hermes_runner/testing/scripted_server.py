@@ -61,62 +61,19 @@ class Seen:
     at: float = field(default_factory=time.monotonic)
 
 
-def first_user(body: dict) -> str:
-    return script.first_user(body.get("messages", []))
-
-
 def turn_of(body: dict) -> int:
     return script.turn_of(body.get("messages", []))
 
 
-class ScriptedServer(LoopbackApp):
-    def __init__(
-        self, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0, record: bool = True, chunk_chars: int = 4
-    ):
-        self.latency = latency
-        self.chunk_chars = chunk_chars  # characters per streamed text delta
-        self.host = host
-        self.port = port
-        self.record = record
-        self.handler: Handler | None = None  # a test may take over replies entirely
-        self.models = ["scripted"]  # ids listed by GET /v1/models
-        self.requests: list[Seen] = []
-        self.attempts: Counter = Counter()
-        self.in_flight = 0
-        self.served = 0
-        self.window = [0.0, 0.0]  # time.monotonic() of the first request and of the last reply
-        self.max_in_flight = 0
+class HoldGate:
+    """Chat requests held for a test: `hold` keeps them waiting, `release` lets them go (`_lock` guards all state)."""
+
+    def __init__(self) -> None:
         self.held = 0  # chat requests waiting at the hold (see `hold`)
         self._holding = False
         self._let_through = 0
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
-        self._ids = itertools.count()
         self._lock = threading.Lock()
-        self.files: dict[str, bytes] = {}  # generated images served as URLs
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    # -- lifecycle ------------------------------------------------------------------
-
-    def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024**2)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_get("/_stats", self._stats)
-        app.router.add_post("/v1/images/generations", self._images)
-        app.router.add_get("/v1/files/{name}", self._file)
-        return app
-
-    def reset(self) -> None:
-        self.release()
-        with self._lock:
-            self.requests.clear()
-            self.attempts.clear()
-            self.handler = None
-            self.max_in_flight = 0
-            self.models = ["scripted"]
 
     def hold(self, after: int = 0) -> None:
         """Let `after` more chat requests through, then keep each later one waiting (counted in `held`) until
@@ -147,6 +104,54 @@ class ScriptedServer(LoopbackApp):
         finally:
             with self._lock:
                 self.held -= 1
+
+
+class ScriptedServer(HoldGate, LoopbackApp):
+    """The server: routes, records, scripted replies and failures (the wire format is `chunks` and `sse`)."""
+
+    def __init__(
+        self, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0, record: bool = True, chunk_chars: int = 4
+    ):
+        super().__init__()
+        self.latency = latency
+        self.chunk_chars = chunk_chars  # characters per streamed text delta
+        self.host = host
+        self.port = port
+        self.record = record
+        self.handler: Handler | None = None  # a test may take over replies entirely
+        self.models = ["scripted"]  # ids listed by GET /v1/models
+        self.requests: list[Seen] = []
+        self.attempts: Counter = Counter()
+        self.in_flight = 0
+        self.served = 0
+        self.window = [0.0, 0.0]  # time.monotonic() of the first request and of the last reply
+        self.max_in_flight = 0
+        self._ids = itertools.count()
+        self.files: dict[str, bytes] = {}  # generated images served as URLs
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024**2)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/_stats", self._stats)
+        app.router.add_post("/v1/images/generations", self._images)
+        app.router.add_get("/v1/files/{name}", self._file)
+        return app
+
+    def reset(self) -> None:
+        self.release()
+        with self._lock:
+            self.requests.clear()
+            self.attempts.clear()
+            self.handler = None
+            self.max_in_flight = 0
+            self.models = ["scripted"]
 
     def calls_for(self, text: str) -> list[Seen]:
         """Requests whose first user message contains `text`."""
@@ -186,7 +191,7 @@ class ScriptedServer(LoopbackApp):
 
     async def _chat(self, request: web.Request) -> web.Response:
         body = await request.json()
-        prompt, turn = first_user(body), turn_of(body)
+        prompt, turn = script.first_user(body.get("messages", [])), turn_of(body)
         if self.record:
             with self._lock:
                 self.requests.append(Seen(body, dict(request.headers), prompt, turn))
@@ -220,20 +225,7 @@ class ScriptedServer(LoopbackApp):
         if not body.get("stream"):
             return web.json_response(completion)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return await self._stream(request, self.chunks(completion, include_usage))
-
-    @staticmethod
-    async def _stream(
-        request: web.Request, chunks: list[dict], tail: bytes = b"data: [DONE]\n\n"
-    ) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(request)
-        for chunk in chunks:
-            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-        if tail:
-            await resp.write(tail)
-        await resp.write_eof()
-        return resp
+        return await sse(request, chunks(completion, include_usage, self.chunk_chars))
 
     async def _scripted(self, request: web.Request, body: dict, prompt: str, turn: int) -> web.StreamResponse:
         messages, tools = body.get("messages", []), body.get("tools") or []
@@ -251,7 +243,7 @@ class ScriptedServer(LoopbackApp):
             if f.get("retry_after") is not None:
                 headers["retry-after"] = str(f["retry_after"])
             if f.get("hang"):
-                await self._linger(request, f["hang"])
+                await linger(request, f["hang"])
             if f.get("midstream") and body.get("stream"):
                 return await self._broken_stream(request, body, step, f)
             return web.json_response(
@@ -260,34 +252,17 @@ class ScriptedServer(LoopbackApp):
                 headers=headers,
             )
         if step.get("sleep"):
-            await self._linger(request, step["sleep"])
+            await linger(request, step["sleep"])
         return await self._reply(request, body, self.completion(body, script.offered(step, tools)))
-
-    @staticmethod
-    async def _linger(request: web.Request, seconds: float) -> None:
-        """Sleep `seconds`, or less if the client goes away: a hung reply nobody waits for no longer counts in
-        `in_flight` (a later test reads it)."""
-        end = time.monotonic() + seconds
-        while (
-            (left := end - time.monotonic()) > 0
-            and request.transport is not None
-            and not request.transport.is_closing()
-        ):
-            await asyncio.sleep(min(left, 0.05))
 
     async def _broken_stream(self, request: web.Request, body: dict, step: dict, fail: dict) -> web.StreamResponse:
         """A 200 stream that stops after a few chunks: an error event, or a dropped connection."""
-        chunks = self.chunks(self.completion(body, step), include_usage=False)[:3]
+        first = chunks(self.completion(body, step), False, self.chunk_chars)[:3]
         if fail.get("cut"):
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-            await resp.prepare(request)
-            for chunk in chunks:
-                await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-            request.transport.close()  # no terminating chunk: the client sees a torn body
-            return resp
+            return await sse(request, first, cut=True)
         message = fail.get("message", f"scripted stream error {fail['status']}")
         error = {"error": {"message": message, "code": fail["status"]}}
-        return await self._stream(request, [*chunks, error], tail=b"")
+        return await sse(request, [*first, error], tail=b"")
 
     def completion(self, body: dict, step: dict) -> dict:
         """The chat.completion body answering `body` with `step` (handlers may call it)."""
@@ -302,38 +277,63 @@ class ScriptedServer(LoopbackApp):
             "usage": script.usage(step, body.get("messages", []), msg),
         }
 
-    def chunks(self, completion: dict, include_usage: bool) -> list[dict]:
-        """A chat completion as the OpenAI streaming chunks that add up to it."""
-        n = self.chunk_chars
-        choice = completion["choices"][0]
-        msg = choice["message"]
-        head = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
 
-        def chunk(delta: dict, finish: str | None = None) -> dict:
-            return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+def chunks(completion: dict, include_usage: bool, n: int) -> list[dict]:
+    """A chat completion as the OpenAI streaming chunks that add up to it (`n` characters per text delta)."""
+    choice = completion["choices"][0]
+    msg = choice["message"]
+    head = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
 
-        def pieces(text: str) -> list[str]:
-            return [text[i : i + n] for i in range(0, len(text), n)] or [""]
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-        out = [chunk({"role": "assistant", "content": ""})]
-        for name in ("reasoning", "reasoning_content"):
-            if msg.get(name):
-                out += [chunk({name: p}) for p in pieces(msg[name])]
-        for block in msg.get("reasoning_details") or []:
-            rest = {k: v for k, v in block.items() if k != "text"}
-            out += [chunk({"reasoning_details": [{**rest, "text": p}]}) for p in pieces(block.get("text") or "")]
-        if msg.get("content"):
-            out += [chunk({"content": p}) for p in pieces(msg["content"])]
-        for i, call in enumerate(msg.get("tool_calls") or []):
-            fn = call["function"]
-            head_delta = {"index": i, "id": call["id"], "type": "function"}
-            out.append(chunk({"tool_calls": [{**head_delta, "function": {"name": fn["name"], "arguments": ""}}]}))
-            for p in pieces(fn["arguments"]):
-                out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}))
-        out.append(chunk({}, choice["finish_reason"]))
-        if include_usage:
-            out.append({**head, "choices": [], "usage": completion["usage"]})
-        return out
+    def pieces(text: str) -> list[str]:
+        return [text[i : i + n] for i in range(0, len(text), n)] or [""]
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    for name in ("reasoning", "reasoning_content"):
+        if msg.get(name):
+            out += [chunk({name: p}) for p in pieces(msg[name])]
+    for block in msg.get("reasoning_details") or []:
+        rest = {k: v for k, v in block.items() if k != "text"}
+        out += [chunk({"reasoning_details": [{**rest, "text": p}]}) for p in pieces(block.get("text") or "")]
+    if msg.get("content"):
+        out += [chunk({"content": p}) for p in pieces(msg["content"])]
+    for i, call in enumerate(msg.get("tool_calls") or []):
+        fn = call["function"]
+        head_delta = {"index": i, "id": call["id"], "type": "function"}
+        out.append(chunk({"tool_calls": [{**head_delta, "function": {"name": fn["name"], "arguments": ""}}]}))
+        for p in pieces(fn["arguments"]):
+            out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}))
+    out.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        out.append({**head, "choices": [], "usage": completion["usage"]})
+    return out
+
+
+async def sse(
+    request: web.Request, chunks: list[dict], tail: bytes = b"data: [DONE]\n\n", cut: bool = False
+) -> web.StreamResponse:
+    """`chunks` as server-sent events, then `tail`; `cut`: no end at all, the connection closes (a torn body)."""
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    for chunk in chunks:
+        await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    if cut:
+        request.transport.close()  # no terminating chunk: the client sees a torn body
+        return resp
+    if tail:
+        await resp.write(tail)
+    await resp.write_eof()
+    return resp
+
+
+async def linger(request: web.Request, seconds: float) -> None:
+    """Sleep `seconds`, or less if the client goes away: a hung reply nobody waits for no longer counts in
+    `in_flight` (a later test reads it)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0 and request.transport is not None and not request.transport.is_closing():
+        await asyncio.sleep(min(left, 0.05))
 
 
 def main() -> None:
