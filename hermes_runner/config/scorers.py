@@ -103,15 +103,10 @@ class ScorerConfig:
 
 def scorer_set_problems(scorers: dict[str, ScorerConfig]) -> list[str]:
     """What is wrong with a `scorers` mapping as a whole: more than one primary, a name that is not plain."""
-    found = [
-        f"scorers.{n}: a scorer's name is letters, digits, _ . - only"
-        for n in scorers
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", n)
-    ]
-    if sum(s.primary for s in scorers.values()) > 1:
-        names = ", ".join(n for n, s in scorers.items() if s.primary)
-        found.insert(0, f"scorers: at most one scorer may be primary ({names} are)")
-    return found
+    primary = [n for n, s in scorers.items() if s.primary]
+    found = [f"scorers: at most one scorer may be primary ({', '.join(primary)} are)"] if len(primary) > 1 else []
+    odd = [n for n in scorers if not re.fullmatch(r"[A-Za-z0-9_.-]+", n)]
+    return found + [f"scorers.{n}: a scorer's name is letters, digits, _ . - only" for n in odd]
 
 
 def check_scorers(scorers: dict[str, ScorerConfig]) -> list[str]:
