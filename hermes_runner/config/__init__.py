@@ -1,9 +1,9 @@
-"""Structured configs: the single source of truth for every option (vocabulary: imports only errors).
+"""Structured configs: the single source of truth for every option and its doc (vocabulary: imports only errors).
 
 The YAML files under ``hermes_runner/conf/`` pick values; these dataclasses define which keys exist and their
-types, so a typo or a wrong type fails at composition time, before any model call. One module per section
-(model, sandbox, tools, scorers, data, execution); the root `RunConfig` is in `root` (not imported here: only
-the commands, the app and run/ read the root); `check` holds the checks, `convert` the conversions.
+types (a typo or a wrong type fails at composition time), one module per section with the section's value rules.
+The root `RunConfig` is in `root`, not imported here (only the commands, the app and run/ read the root);
+`check` runs every rule before any side effect, `convert` holds the conversions.
 """
 
 from hermes_runner.config.check import *  # noqa: F403

@@ -1,7 +1,6 @@
-"""The root config: every section under one RunConfig, its own top-level options, and the schemas' registration.
+"""The root config: every section under one RunConfig, the top-level options, the schemas' registration.
 
-Only the commands, the app and run/ import this module; every other part takes its own section.
-"""
+Only the commands, the app and run/ import this module; every other part takes its own section."""
 
 from dataclasses import dataclass, field
 

@@ -1,11 +1,9 @@
 """A real OpenAI-compatible HTTP server whose replies follow a script (tests, benchmarks, demos).
 
-The reply to each chat-completions request follows the ``#script`` grammar of
-`hermes_runner.testing.script` (the in-process `ScriptedModel` follows the same): a ``#script <json list>``
-line in the first user message scripts the assistant turn by turn; a step's ``fail`` list answers its
-first attempts with errors (``{"status", "retry_after", "message", "hang"}``); with ``"midstream": true``
-(streaming requests) the reply starts as 200 and breaks off after a few chunks, with an error event or,
-with ``"cut": true``, by closing the connection. A bad ``#script`` line gets a 400.
+The reply to each chat-completions request follows the ``#script`` grammar of `hermes_runner.testing.script`
+(as the in-process `ScriptedModel` does). On the wire, a ``"midstream"`` failure of a streaming request starts
+as 200 and breaks off after a few chunks (an error event, or with ``"cut"`` a closed connection); a bad
+``#script`` line gets a 400.
 
 ``POST /v1/images/generations`` returns a solid-colour PNG of the requested size (colour
 from the prompt's hash), as ``b64_json`` or as a ``url`` served by this server.
