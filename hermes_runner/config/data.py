@@ -57,8 +57,8 @@ class HallucinatedToolPolicy(str, Enum):
 @dataclass
 class FiltersConfig:
     require_reasoning: bool = True  # discard trajectories with no reasoning in any turn
-    hallucinated_tools: HallucinatedToolPolicy = HallucinatedToolPolicy.drop
-    min_reward: float | None = None  # discard (reason low_reward) trajectories whose reward is below this
+    hallucinated_tools: HallucinatedToolPolicy = HallucinatedToolPolicy.drop  # a call of a tool that does not exist
+    min_reward: float | None = None  # discard (reason low_reward) trajectories whose reward is below this (a scorer's)
     # trajectories.jsonl and exports keep only the best sample of each row (highest reward; ties: lowest
     # sample_index); the other samples stay in their batch files and the ledger (docs/scoring.md)
     best_of_k: bool = False

@@ -18,10 +18,10 @@ class ExecutorConfig:
     # writer of the run dir (1: all in the runner's process; null or 0: one per core). Default 1, measured:
     # docs/performance.md#worker-processes.
     processes: int | None = 1
-    address: str | None = None  # ray: cluster address (None = start a local cluster)
-    num_cpus: int | None = None  # ray: CPUs of a local cluster
-    sessions_per_worker: int = 32  # ray: sessions multiplexed in one actor
-    cpus_per_worker: float = 1.0  # ray: CPUs reserved per actor (the cluster's CPUs bound the actors)
+    address: str | None = None  # ray: a cluster, "auto" or "ray://head:10001" (None: start a local cluster)
+    num_cpus: int | None = None  # ray: CPUs of a local cluster (None: all of this machine's)
+    sessions_per_worker: int = 32  # ray: sessions multiplexed in one actor (actors = ceil(num_workers / this))
+    cpus_per_worker: float = 1.0  # ray: CPUs reserved per actor, where its sandbox commands run (bound the actors)
     max_restarts: int = 4  # ray: times Ray restarts a dead actor; processes > 1: times one is replaced (-1: always)
     max_redispatch: int = 2  # ray, processes > 1: times a prompt lost with its worker is sent again before it fails
     RULES = {"num_cpus": ">= 1", "sessions_per_worker": ">= 1", "cpus_per_worker": "> 0",

@@ -91,7 +91,7 @@ class SandboxConfig:
     backend: SandboxKind = SandboxKind.local  # local | docker | podman
     image: str | None = None  # default image (docker, podman)
     workdir: str = "/workspace"  # default working dir inside a container
-    keep: bool = False  # keep the per-task sandbox after the prompt ends
+    keep: bool = False  # keep the per-task sandbox after the prompt ends (debugging)
     command_timeout_s: float = 180.0  # default terminal timeout
     max_output_chars: int = 50_000  # terminal output kept (40% head, 60% tail)
     local: LocalSandboxOptions = field(default_factory=LocalSandboxOptions)
