@@ -3,8 +3,8 @@
 Where each one goes (control flow):
 
     exception                      raised by                      caught by -> what happens
-    ConfigError (+ForeignRunDir)   config.check, prepare, ...     cli / run.invocation -> exit 2, nothing runs
-    RunDirBusy                     rundir.store lock              cli (RunDirGuard), Run.prepare -> exit 2
+    ConfigError (+ForeignRunDir)   config.check, prepare, ...     commands / run.invocation -> exit 2, nothing runs
+    RunDirBusy                     rundir.store lock              commands (RunDirGuard), Run.prepare -> exit 2
     StorageFull                    run.invocation (an OSError)    run.invocation -> drain, exit 5, rerun resumes
     EndpointDown (Refused, Auth)   model.client                   agent.session -> Failure; Run stops new prompts,
                                                                   exit 4; the next run retries those failures
@@ -36,7 +36,7 @@ from pathlib import Path
 
 
 class ExitCode(IntEnum):
-    """How an invocation ends (README: exit codes; cli.run_job exits with it)."""
+    """How an invocation ends (README: exit codes; commands.job.run_job exits with it)."""
 
     DONE = 0
     FAILED = 1  # some prompts failed: rerun to retry them

@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from hermes_runner.cli import run_and_print
+from hermes_runner.commands.job import run_and_print
 from hermes_runner.config import RunConfig, register_configs
 from hermes_runner.testing.scripted_server import ScriptedServer
 

@@ -27,7 +27,7 @@ from hermes_runner.errors import ConfigError, ExitCode, JobNotStarted
 from hermes_runner.rundir import sweep
 from hermes_runner.util import gctune
 
-CONF_DIR = Path(__file__).resolve().parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 SCHEMA_SUFFIX = "_schema"  # ConfigStore names of the structured schemas: not choices a user picks
 JOB_STARTED = False  # set once Hydra has composed a config and handed it to a job
 _FULL_ERROR = "HYDRA_FULL_ERROR"  # "1": Hydra raises its errors instead of printing them and exiting 1
@@ -101,7 +101,7 @@ class SweepJobs(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from hermes_runner.cli import check_run_name
+        from hermes_runner.commands.job import check_run_name
 
         parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
         swept = [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
@@ -148,7 +148,7 @@ def _listing(argv: list[str]) -> bool:
         return False
     from rich.console import Console
 
-    from hermes_runner.cli import load_distributions
+    from hermes_runner.commands.job import load_distributions
     from hermes_runner.tools import distributions
 
     Console(soft_wrap=True).print(distributions.describe(load_distributions()), markup=False)
@@ -193,7 +193,7 @@ def main(cfg: DictConfig) -> None:
     JOB_STARTED = True
     if not _USER_FULL_ERROR and HydraConfig.get().mode != RunMode.MULTIRUN:  # a run's own errors: Hydra's report
         os.environ.pop(_FULL_ERROR, None)  # (a sweep's reach entry(): a job that did not start exits 2)
-    from hermes_runner.cli import run_job
+    from hermes_runner.commands.job import run_job
 
     run_job(cfg)
 

@@ -1,10 +1,10 @@
-"""The command's argv before Hydra parses it (app.py)."""
+"""The command's argv before Hydra parses it (commands/runner.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hermes_runner.app import quote_unicode
+from hermes_runner.commands.runner import quote_unicode
 
 
 @pytest.mark.parametrize(

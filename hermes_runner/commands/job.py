@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # (imported where used: a listing or --help loads no agent, m
     from hermes_runner.run.plan import Plan
 
 log = logging.getLogger("hermes_runner")
-CONF_DIR = Path(__file__).resolve().parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 class RunDirGuard(Callback):
