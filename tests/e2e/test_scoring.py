@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes_runner.commands.score import main as score_main
 from hermes_runner.errors import ConfigError
 from hermes_runner.run import rescore
 from hermes_runner.trajectory.export import export
@@ -223,7 +224,7 @@ def test_rescoring_refuses_verify_and_bad_overrides(make_cfg, tmp_path, run_dir)
         rescore.rescore(run_dir, ["+scorer@scorers.v=verify"])
     with pytest.raises(ConfigError, match="bad scorer overrides"):
         rescore.rescore(run_dir, ["+scorer@scorers.v=nosuchkind"])
-    assert rescore.main([str(run_dir), "+scorer@scorers.v=verify"]) == 2
+    assert score_main([str(run_dir), "+scorer@scorers.v=verify"]) == 2
 
 
 # -- one schema on every row; export by reward ----------------------------------------------------------------
