@@ -22,7 +22,7 @@ Where each one goes (control flow):
     ScoreError (and any exception  score/ (a scorer)              score.Scorers -> the score record's `error`
       of a scorer)                                                (value 0); the trajectory is kept as usual
     Refused                        tools.backends.egress          the egress proxy -> an HTTP error reply
-    NotARunDir, ExportError        rundir.reader, trajectory      report / export commands -> an error message
+    NotARunDir, ExportError        rundir.reader, trajectory      commands.refusal -> one line, exit 2
                                    .export
     TemplateRefused                templating.render (the         dataset.mapping -> the row goes to rejected.jsonl;
                                    sandbox refused a template)    scorers -> the score record's `error`

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-import sys
 from pathlib import Path
 
-from hermes_runner.model.cache import ENV_DIR, default_dir, open_store
+from hermes_runner.commands import refusal
+from hermes_runner.errors import ExitCode
+from hermes_runner.model.cache import ENV_DIR, default_dir, open_store, remove_store
 
 
 def _size(n: float) -> str:
@@ -35,26 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         store = open_store(directory)
     except (sqlite3.Error, OSError) as exc:
         if args.command == "clear" and isinstance(exc, sqlite3.DatabaseError):
-            return _remove_broken(directory, exc)
-        print(f"error: the response cache at {directory} cannot be opened: {exc}", file=sys.stderr)
-        return 1
+            remove_store(directory)
+            print(f"{directory}: unreadable ({exc}); removed, the next run starts a new cache")
+            return 0
+        return refusal(f"the response cache at {directory} cannot be opened: {exc}", ExitCode.FAILED)
     with store:
         if args.command == "info":
             print(f"{directory}: {len(store):,} replies, {_size(store.volume())} on disk")
             return 0
         removed = store.expire() if args.expired else store.clear()
         print(f"{directory}: {removed:,} replies removed, {_size(store.volume())} on disk")
-    return 0
-
-
-def _remove_broken(directory: Path, exc: BaseException) -> int:
-    """`clear` of a cache SQLite cannot read: its database and value files go, the next run starts a new one."""
-    import shutil
-
-    for path in directory.iterdir():
-        if path.name in ("cache.db", "cache.db-wal", "cache.db-shm"):
-            path.unlink()
-        elif path.is_dir() and len(path.name) == 2 and all(c in "0123456789abcdef" for c in path.name):
-            shutil.rmtree(path)  # diskcache's files of large values
-    print(f"{directory}: unreadable ({exc}); removed, the next run starts a new cache")
     return 0

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 
-from hermes_runner.errors import ExportError, NotARunDir
+from hermes_runner.commands import exits
 from hermes_runner.trajectory import export as exporting
 from hermes_runner.trajectory.export import ARGUMENTS, FORMATS, export, push_to_hub
 
 
+@exits()
 def main(argv: list[str] | None = None) -> int:
     doc = exporting.__doc__ or ""
     ap = argparse.ArgumentParser(
@@ -51,26 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--private", action="store_true", help="create the Hub repo as private")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    try:
-        path, counts = export(
-            args.run_dir,
-            args.to,
-            args.out,
-            args.reasoning,
-            args.min_reward,
-            args.best_of_k,
-            args.pass_fail,
-            args.only_completed,
-            args.arguments,
-        )
-        print(f"{path}: " + ", ".join(f"{n} {split}" for split, n in counts.items()))
-        if args.push_to_hub:
-            print(push_to_hub(path, args.to, args.push_to_hub, args.private))
-    except (ExportError, NotARunDir) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    path, counts = export(
+        args.run_dir, args.to, args.out, args.reasoning, args.min_reward, args.best_of_k, args.pass_fail,
+        args.only_completed, args.arguments,
+    )  # fmt: skip
+    print(f"{path}: " + ", ".join(f"{n} {split}" for split, n in counts.items()))
+    if args.push_to_hub:
+        print(push_to_hub(path, args.to, args.push_to_hub, args.private))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

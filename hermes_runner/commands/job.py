@@ -1,5 +1,5 @@
 """The job behind `run.py`: turn a composed config into a run (run/) and print it: the plan, the summary, the
-closing lines and the exit code. Only this module prints."""
+closing lines and the exit code."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 from rich.console import Console
 
+from hermes_runner.commands import refusal
 from hermes_runner.config import DistributionConfig, RunConfig, as_container, check_keys, run_name_problem
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, JobNotStarted, RunDirBusy
 from hermes_runner.rundir.layout import HYDRA_DIR, REJECTED, STATISTICS, TRAJECTORIES
@@ -43,8 +44,7 @@ class RunDirGuard(Callback):
             check_keys(config)  # `+num_worker=8`: refused before Hydra creates the run dir
             check_run_name(config)  # `run_name=../../x`: the same
         except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            raise SystemExit(ExitCode.CONFIG) from None
+            raise SystemExit(refusal(exc)) from None
         try:
             run_dir = Path(str(OmegaConf.select(config, "hydra.run.dir")))
         except Exception:  # noqa: BLE001 - a dir that only the job can resolve: the job's own lock guards it
@@ -52,8 +52,7 @@ class RunDirGuard(Callback):
         try:
             prelock(run_dir)
         except RunDirBusy as exc:
-            print(f"error: {exc}: one run directory takes one runner at a time", file=sys.stderr)
-            raise SystemExit(2) from None
+            raise SystemExit(refusal(f"{exc}: one run directory takes one runner at a time")) from None
         except OSError:
             return  # (the job reports what is wrong with the directory)
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from hermes_runner.errors import ConfigError
+from hermes_runner.commands import exits
 from hermes_runner.rundir.layout import TRAJECTORIES
 from hermes_runner.rundir.merge import merge
 
 
+@exits("merge refused")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hermes_runner.merge",
@@ -20,18 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("shard_dirs", type=Path, nargs="+", help="run directories of the shards")
     parser.add_argument("--partial", action="store_true", help="merge even if some shards are missing")
     args = parser.parse_args(argv)
-    try:
-        stats = merge(args.out_dir, args.shard_dirs, args.partial)
-    except ConfigError as exc:
-        print(f"merge refused: {exc}", file=sys.stderr)
-        return 2
+    stats = merge(args.out_dir, args.shard_dirs, args.partial)
     p = stats["prompts"]
     print(
         f"merged {len(args.shard_dirs)} shards: {stats['trajectories']} trajectories, {p['discarded']} discarded, "
         f"{p['failed']} failed, {p['pending']} pending of {p['total']} -> {args.out_dir / TRAJECTORIES}"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

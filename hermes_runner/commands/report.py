@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from hermes_runner.errors import NotARunDir
+from hermes_runner.commands import exits
 from hermes_runner.report import page
 from hermes_runner.report.page import build_report
 from hermes_runner.report.viewer import MAX_CHARS, MAX_TRAJECTORIES
 from hermes_runner.rundir.layout import REPORT
 
 
+@exits()
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hermes_runner.report", description=page.__doc__.splitlines()[0])
     ap.add_argument("dir", help="a run directory (outputs/<run_name>) or a sweep directory holding job subdirectories")
@@ -31,10 +31,5 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.max_trajectories < 0 or args.max_chars < 100:
         ap.error("--max-trajectories must be >= 0 and --max-chars >= 100")
-    try:
-        target = build_report(args.dir, args.out, args.max_trajectories, args.max_chars)
-    except NotARunDir as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(target)
+    print(build_report(args.dir, args.out, args.max_trajectories, args.max_chars))
     return 0

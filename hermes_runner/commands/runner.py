@@ -22,6 +22,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from hermes_runner.commands import refusal
 from hermes_runner.config import closest, register_configs
 from hermes_runner.errors import ConfigError, ExitCode, JobNotStarted
 from hermes_runner.rundir import sweep
@@ -114,8 +115,7 @@ class SweepJobs(Callback):
             check_run_name(config, names)
             sweep.check_sweep(swept, global_groups())
         except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            raise SystemExit(ExitCode.CONFIG) from None
+            raise SystemExit(refusal(exc)) from None
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: object) -> None:
         hc = job_return.hydra_cfg.hydra if job_return.hydra_cfg is not None else None
@@ -253,10 +253,10 @@ def _entry(argv: list[str]) -> None:
             raise
         if _USER_FULL_ERROR:
             traceback.print_exc()
-        print(f"error: {one_line(exc)}", file=sys.stderr)
+        code = refusal(one_line(exc))
         if isinstance(exc, JobNotStarted) and exc.log_path:
             print(exc.log_tail(), file=sys.stderr)
-        sys.exit(ExitCode.CONFIG)
+        sys.exit(code)
     finally:
         if not _USER_FULL_ERROR:
             os.environ.pop(_FULL_ERROR, None)

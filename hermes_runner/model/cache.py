@@ -164,6 +164,17 @@ def open_store(directory: Path, size_limit: int = 4 * 2**30):
     )
 
 
+def remove_store(directory: Path) -> None:
+    """Remove a cache SQLite cannot read (its database and value files): the next run starts a new one."""
+    import shutil
+
+    for path in directory.iterdir():
+        if path.name in ("cache.db", "cache.db-wal", "cache.db-shm"):
+            path.unlink()
+        elif path.is_dir() and len(path.name) == 2 and all(c in "0123456789abcdef" for c in path.name):
+            shutil.rmtree(path)  # diskcache's files of large values
+
+
 def open_cache(cfg: CacheConfig) -> ResponseCache | None:
     """The run's cache, or None when cache=off."""
     return None if cfg.mode == CacheMode.off else ResponseCache(cfg)
