@@ -29,7 +29,7 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     conf/           the Hydra configs (shipped in the wheel): config.yaml and one folder per group
     testing/        the #script grammar (script), the scripted OpenAI-compatible server for tests and benches,
                     ScriptedModel: the same script in process (model); the product never imports it
-    export.py, merge.py, score.py, scripted_server.py   the `python -m` addresses kept for users (3-line shims)
+    export.py, merge.py  `python -m hermes_runner.export` / `.merge`, the addresses the docs name: commands/
 
 Import rule (`lint-imports` checks it, contracts in pyproject.toml): a room imports only rooms on lower lines
 of this stack, and rooms on one line do not import each other:

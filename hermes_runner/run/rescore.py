@@ -2,7 +2,7 @@
 
     hermes-score outputs/my_run +scorer@scorers.answer=match
     hermes-score outputs/my_run +scorer@scorers.answer=match scorers.answer.match.mode=numeric --force
-    python -m hermes_runner.score outputs/my_run +scorer@scorers.quality=judge scorers.quality.judge.endpoint.model=gpt-4o
+    hermes-score outputs/my_run +scorer@scorers.quality=judge scorers.quality.judge.endpoint.model=gpt-4o
 
 Every kept and discarded entry gets the new scorers' records (a scorer of the same name is replaced); its
 re-scored line goes to rescored.jsonl with a `rescored` ledger record, and trajectories.jsonl and

@@ -66,6 +66,11 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def command(name: str) -> list[str]:
+    """argv of the console command `hermes-<name>` as this checkout has it (an installed script may be another's)."""
+    return [sys.executable, "-c", f"import sys; from hermes_runner.commands.{name} import main; sys.exit(main())"]
+
+
 def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     """`python run.py ...` in a subprocess, as a user runs it."""
     return subprocess.run(
