@@ -21,7 +21,7 @@ from hermes_runner.errors import ConfigError
 from hermes_runner.rundir.layout import MERGED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.manifest import MANIFEST
 from hermes_runner.rundir.stats import ScoreTally
-from hermes_runner.rundir.store import LEDGER, RunStore, atomic_write, atomic_write_json
+from hermes_runner.rundir.store import LEDGER, LedgerReader, atomic_write, atomic_write_json
 
 SHARD_KEYS = ("shard.index", "shard.count")
 _INDEX = re.compile(rb'^\{"prompt_index": (-?\d+)')
@@ -148,7 +148,7 @@ def _merge_scores(stats: dict, shards: list[Shard]) -> None:
     stats.pop("results", None)
     tally = ScoreTally()
     for shard in shards:
-        RunStore(shard.dir).load(on_record=lambda r: r["status"] != "failed" and tally.add(r), repair=False)
+        LedgerReader(shard.dir).load(on_record=lambda r: r["status"] != "failed" and tally.add(r), repair=False)
     model = shards[0].data_config.get("model.name") or ""
     if (scores := tally.summary(k, model)) is not None:
         stats["scores"], stats["results"] = scores, tally.results(k, model)
