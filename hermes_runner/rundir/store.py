@@ -384,12 +384,7 @@ class RunStore(LedgerReader):
         self._lock_fd = -1
         self._batches: dict[int, AppendLog] = {}
         self._closing: list[AppendLog] = []  # finished batch files, fsynced and closed by the next sync
-        self._ledger: AppendLog | None = None
-        self._discarded: AppendLog | None = None
-        self._failures: AppendLog | None = None
-        self._usage: AppendLog | None = None
-        self._rescored: AppendLog | None = None
-        self._timeline: AppendLog | None = None
+        self._logs: dict[str, AppendLog] = {}  # ledger.jsonl, discarded.jsonl, ... by name, once written to
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()  # one sync at a time (the background one and the final one)
 
@@ -437,19 +432,13 @@ class RunStore(LedgerReader):
             self._log(TIMELINE).append(line)
 
     def _log(self, name: str) -> AppendLog:
-        attr = {
-            LEDGER: "_ledger",
-            DISCARDED: "_discarded",
-            FAILURES: "_failures",
-            USAGE: "_usage",
-            RESCORED: "_rescored",
-            TIMELINE: "_timeline",
-        }[name]
-        log_ = getattr(self, attr)
-        if log_ is None:
-            log_ = AppendLog(self.dir / name)
-            setattr(self, attr, log_)
+        if (log_ := self._logs.get(name)) is None:
+            log_ = self._logs[name] = AppendLog(self.dir / name)
         return log_
+
+    def _open_logs(self) -> list[AppendLog]:
+        """The logs open, the batch files first and the ledger last (a record is synced after what it points at)."""
+        return [*self._batches.values(), *sorted(self._logs.values(), key=lambda lg: lg.path.name == LEDGER)]
 
     def _batch(self, num: int) -> AppendLog:
         b = self._batches.get(num)
@@ -517,36 +506,17 @@ class RunStore(LedgerReader):
         with self._sync_lock:
             with self._lock:
                 closing, self._closing = self._closing, []
-                logs = [
-                    *self._batches.values(),
-                    *closing,
-                    self._discarded,
-                    self._failures,
-                    self._usage,
-                    self._rescored,
-                    self._timeline,
-                    self._ledger,  # last: a record is synced after what it points at
-                ]
+                logs = [*closing, *self._open_logs()]
             for lg in logs:
-                if lg is not None:
-                    lg.sync()
+                lg.sync()
             for lg in closing:
                 lg.close()
 
     def close(self) -> None:
         self.sync()
         with self._sync_lock, self._lock:
-            for lg in [
-                *self._batches.values(),
-                self._discarded,
-                self._failures,
-                self._usage,
-                self._rescored,
-                self._timeline,
-                self._ledger,
-            ]:
-                if lg is not None:
-                    lg.close()
+            for lg in self._open_logs():
+                lg.close()
             self._batches.clear()
 
 
