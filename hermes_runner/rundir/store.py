@@ -315,10 +315,7 @@ class LedgerReader:
                     continue  # exactly once: the first terminal record wins
                 if status in TERMINAL:
                     fname = rec["file"]
-                    if fname not in sizes:
-                        f = self.dir / fname
-                        sizes[fname] = f.stat().st_size if f.exists() else -1
-                    if rec["offset"] + rec["length"] > sizes[fname]:
+                    if not self._within(rec, fname, sizes):
                         log.warning("ledger points past the end of %s; prompt %s will run again", fname, key)
                         continue
                     state.terminal[key] = Ref(
@@ -344,14 +341,17 @@ class LedgerReader:
         fname = rec.get("file", "")
         if ref is None or not fname:
             return False
-        if fname not in sizes:
-            f = self.dir / fname
-            sizes[fname] = f.stat().st_size if f.exists() else -1
-        if rec["offset"] + rec["length"] > sizes[fname]:
+        if not self._within(rec, fname, sizes):
             log.warning("ledger points past the end of %s; the rescoring of %s is not applied", fname, rec["key"])
             return False
         ref.file, ref.offset, ref.length = fname, rec["offset"], rec["length"]
         return True
+
+    def _within(self, rec: dict, fname: str, sizes: dict[str, int]) -> bool:
+        """Whether the bytes `rec` points at are in `fname` (`sizes`: the sizes of the files seen so far)."""
+        if fname not in sizes:
+            sizes[fname] = (self.dir / fname).stat().st_size if (self.dir / fname).exists() else -1
+        return rec["offset"] + rec["length"] <= sizes[fname]
 
     def load_calls(self, attempts: set[tuple[str, int]]) -> CallLog:
         """Read `usage.jsonl`; the spend of calls whose (prompt, invocation) has no ledger record in
