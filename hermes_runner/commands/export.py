@@ -7,7 +7,6 @@ import logging
 
 from hermes_runner.commands import exits
 from hermes_runner.trajectory import export as exporting
-from hermes_runner.trajectory.export import ARGUMENTS, FORMATS, export, push_to_hub
 
 
 @exits()
@@ -20,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("run_dir", help="a run directory, e.g. outputs/my_run")
-    ap.add_argument("--to", required=True, choices=FORMATS, help="export format")
+    ap.add_argument("--to", required=True, choices=exporting.FORMATS, help="export format")
     ap.add_argument("--out", help="output directory (default: <run_dir>/export/<format>)")
     ap.add_argument(
         "--reasoning",
@@ -42,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--arguments",
-        choices=ARGUMENTS,
+        choices=exporting.ARGUMENTS,
         default="object",
         help="openai format: tool-call arguments as JSON objects, as chat templates take them (default), "
         "or as JSON text, as the OpenAI API carries them",
@@ -51,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--private", action="store_true", help="create the Hub repo as private")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    path, counts = export(
+    path, counts = exporting.export(
         args.run_dir, args.to, args.out, args.reasoning, args.min_reward, args.best_of_k, args.pass_fail,
         args.only_completed, args.arguments,
     )  # fmt: skip
     print(f"{path}: " + ", ".join(f"{n} {split}" for split, n in counts.items()))
     if args.push_to_hub:
-        print(push_to_hub(path, args.to, args.push_to_hub, args.private))
+        print(exporting.push_to_hub(path, args.to, args.push_to_hub, args.private))
     return 0

@@ -245,9 +245,8 @@ def _run_job(dcfg: DictConfig) -> int:
         cfg: RunConfig = OmegaConf.to_object(dcfg)
     except (ConfigError, MissingMandatoryValue) as exc:
         if isinstance(exc, MissingMandatoryValue):
-            log.error(
-                "missing a required option: %s (set it on the command line, e.g. %s=...)", exc.full_key, exc.full_key
-            )
+            key = exc.full_key
+            log.error("missing a required option: %s (set it on the command line, e.g. %s=...)", key, key)
         else:
             log.error("%s", exc)
         refuse_run_dir(multirun=HydraConfig.get().mode == RunMode.MULTIRUN)

@@ -6,7 +6,6 @@ import argparse
 
 from hermes_runner.commands import exits
 from hermes_runner.report import page
-from hermes_runner.report.page import build_report
 from hermes_runner.report.viewer import MAX_CHARS, MAX_TRAJECTORIES
 from hermes_runner.rundir.layout import REPORT
 
@@ -31,5 +30,5 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.max_trajectories < 0 or args.max_chars < 100:
         ap.error("--max-trajectories must be >= 0 and --max-chars >= 100")
-    print(build_report(args.dir, args.out, args.max_trajectories, args.max_chars))
+    print(page.build_report(args.dir, args.out, args.max_trajectories, args.max_chars))
     return 0

@@ -8,7 +8,6 @@ import logging
 from hermes_runner.commands import exits
 from hermes_runner.errors import ExitCode
 from hermes_runner.run import rescore as rescoring
-from hermes_runner.run.rescore import rescore
 
 
 @exits()
@@ -26,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=8, help="prompts scored at once (judge calls in flight)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    out = rescore(args.run_dir, args.overrides, args.force, max(1, args.concurrency))
+    out = rescoring.rescore(args.run_dir, args.overrides, args.force, max(1, args.concurrency))
     print(f"{args.run_dir}: {out['scored']} scored, {out['skipped']} already scored, {out['errors']} scorer errors")
     if out["stopped_by_budget"]:
         print(f"stopped by the budget: {out['stopped_by_budget']}")

@@ -127,12 +127,6 @@ def write_report_quietly(path: Path | str) -> Path | None:
         log.debug("no report: %s", exc)
         return None
     except Exception as exc:  # noqa: BLE001 - the run's data is safe; only the page is missing
-        log.warning(
-            "could not write %s in %s: %s: %s",
-            REPORT,
-            path,
-            type(exc).__name__,
-            exc,
-            exc_info=log.isEnabledFor(logging.DEBUG),
-        )
+        why, debug = f"{type(exc).__name__}: {exc}", log.isEnabledFor(logging.DEBUG)
+        log.warning("could not write %s in %s: %s", REPORT, path, why, exc_info=debug)
         return None

@@ -92,9 +92,8 @@ def _tool_chart(s: RunStats) -> Chart:
     tools = sorted(((n, t) for n, t in s.tools.items() if t[0]), key=lambda kv: -kv[1][0])
     if not tools:
         return Chart("Tool calls and success rate per tool", "", "no tool calls in kept trajectories")
-    rows = [(name, [count - failures, failures]) for name, (count, failures) in tools]
     svg = svgchart.stacked_bars(
-        rows,
+        [(name, [count - failures, failures]) for name, (count, failures) in tools],
         ["success", "failure"],
         ["#2f9e5b", "#d64545"],
         label="tool calls",

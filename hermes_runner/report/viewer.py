@@ -218,9 +218,8 @@ def _entry_view(
         heads.append(text)
     meta = entry.get("metadata") or {}
     item.update(head=head_ids[text], msgs=msgs, model=meta.get("model", ""), fields=meta.get("row_fields", ""))
-    item["tool_errors"] = sum(1 for m in msgs if m.get("err")) + sum(
-        1 for m in msgs for c in m.get("calls", []) if c.get("bad")
-    )
+    bad_calls = sum(1 for m in msgs for c in m.get("calls", []) if c.get("bad"))
+    item["tool_errors"] = sum(1 for m in msgs if m.get("err")) + bad_calls
     _scores(item, entry, clip)
     item["raw"] = {"entry": raw.tree(entry), "ledger record": rec}
 

@@ -249,9 +249,7 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> list[dict] | Non
     sources = batches or ([MERGED] if MERGED in files else [])  # no batch files: its merge has the same lines
     lines = [ln for name in sources for ln in _read_lines(name, files[name])]
     done_idx = _checkpoint(files.get(CHECKPOINT))
-    prompts = list(
-        read_prompts(cfg.dataset_file, options=cfg.dataset)
-    )  # the whole dataset: max_samples/shard do not change keys
+    prompts = list(read_prompts(cfg.dataset_file, options=cfg.dataset))  # all: max_samples/shard change no key
     matched = _match(lines, prompts, cfg.dataset_file)
     by_index = {p.index: p for p in prompts}
     # Checkpointed indices without a line: discarded by the original. Only where its indices are ours.
