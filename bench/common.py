@@ -49,7 +49,7 @@ def busy_seconds() -> float:
 
 
 class ScriptedServerProcess:
-    """`python -m hermes_runner.scripted_server` in its own process, with its CPU use."""
+    """`python -m hermes_runner.testing.scripted_server` in its own process, with its CPU use."""
 
     def __init__(self, latency: float, log: Path):
         self.latency = latency

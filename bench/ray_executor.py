@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import base_overrides, compose_cfg, write_jsonl  # noqa: E402
 
-from hermes_runner.cli import run_and_print  # noqa: E402
+from hermes_runner.commands.job import run_and_print  # noqa: E402
 from hermes_runner.testing.scripted_server import ScriptedServer  # noqa: E402
 
 

@@ -3,8 +3,8 @@
 Where things live (one room per job; the rooms are listed from the top of the house down):
 
     room            what is in it
-    app.py          the command (`hermes-runner`, `python run.py`): the Hydra app, --help, completion, exit 2
-    cli.py          the Hydra job: compose -> run.execute_run -> print the plan, the summary, the exit code (run_and_print)
+    commands/       every console command and the only printing: runner (`hermes-runner`, `python run.py`: the
+                    Hydra app, --help, completion), job (the Hydra job: run.execute_run, printed; run_and_print)
     run/            one invocation: invocation (prepare, drive, record, signals, finalize; execute_run), record
                     (filters + ledger record), outputs (checkpoint, trajectories, statistics), plan, budget,
                     progress, estimate (+ the dry run), discards, rescore (`hermes-score`: new scores, no agent)
@@ -29,12 +29,12 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     conf/           the Hydra configs (shipped in the wheel): config.yaml and one folder per group
     testing/        the #script grammar (script), the scripted OpenAI-compatible server for tests and benches,
                     ScriptedModel: the same script in process (model); the product never imports it
-    export.py, merge.py, score.py, scripted_server.py   the `python -m` addresses kept for users (3-line shims)
+    export.py, merge.py  `python -m hermes_runner.export` / `.merge`, the addresses the docs name: commands/
 
 Import rule (`lint-imports` checks it, contracts in pyproject.toml): a room imports only rooms on lower lines
 of this stack, and rooms on one line do not import each other:
 
-    app > cli > run | report > executors > agent > scorers > tools | trajectory > model | sandbox | rundir
+    commands > run | report > executors > agent > scorers > tools | trajectory > model | sandbox | rundir
         > dataset | usage | util > config : errors
 
 report/ and trajectory/ import no agent, model, tools or executors; tools/backends/ never imports the rest of

@@ -1,5 +1,5 @@
-"""`python -m hermes_runner ...`: the `hermes-runner` command (hermes_runner/app.py)."""
+"""`python -m hermes_runner ...`: the `hermes-runner` command (hermes_runner/commands/runner.py)."""
 
-from hermes_runner.app import entry
+from hermes_runner.commands.runner import entry
 
 entry()

@@ -3,8 +3,8 @@
 Where each one goes (control flow):
 
     exception                      raised by                      caught by -> what happens
-    ConfigError (+ForeignRunDir)   config.check, prepare, ...     cli / run.invocation -> exit 2, nothing runs
-    RunDirBusy                     rundir.store lock              cli (RunDirGuard), Run.prepare -> exit 2
+    ConfigError (+ForeignRunDir)   config.check, prepare, ...     commands / run.invocation -> exit 2, nothing runs
+    RunDirBusy                     rundir.store lock              commands (RunDirGuard), Run.prepare -> exit 2
     StorageFull                    run.invocation (an OSError)    run.invocation -> drain, exit 5, rerun resumes
     EndpointDown (Refused, Auth)   model.client                   agent.session -> Failure; Run stops new prompts,
                                                                   exit 4; the next run retries those failures
@@ -22,7 +22,7 @@ Where each one goes (control flow):
     ScoreError (and any exception  score/ (a scorer)              score.Scorers -> the score record's `error`
       of a scorer)                                                (value 0); the trajectory is kept as usual
     Refused                        tools.backends.egress          the egress proxy -> an HTTP error reply
-    NotARunDir, ExportError        rundir.reader, trajectory      report / export commands -> an error message
+    NotARunDir, ExportError        rundir.reader, trajectory      commands.refusal -> one line, exit 2
                                    .export
     TemplateRefused                templating.render (the         dataset.mapping -> the row goes to rejected.jsonl;
                                    sandbox refused a template)    scorers -> the score record's `error`
@@ -36,7 +36,7 @@ from pathlib import Path
 
 
 class ExitCode(IntEnum):
-    """How an invocation ends (README: exit codes; cli.run_job exits with it)."""
+    """How an invocation ends (README: exit codes; commands.job.run_job exits with it)."""
 
     DONE = 0
     FAILED = 1  # some prompts failed: rerun to retry them

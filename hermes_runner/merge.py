@@ -1,8 +1,6 @@
-"""Old address of `python -m hermes_runner.merge`, kept for users: the code is in `hermes_runner.rundir.merge`."""
+"""`python -m hermes_runner.merge` (the address the docs name): the `hermes-merge` command, commands/merge.py."""
 
-import sys
-
-from hermes_runner.rundir.merge import main
+from hermes_runner.commands.merge import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

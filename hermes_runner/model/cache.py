@@ -14,14 +14,12 @@ with one warning; the run goes on.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
 import logging
 import os
 import sqlite3
-import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -166,6 +164,17 @@ def open_store(directory: Path, size_limit: int = 4 * 2**30):
     )
 
 
+def remove_store(directory: Path) -> None:
+    """Remove a cache SQLite cannot read (its database and value files): the next run starts a new one."""
+    import shutil
+
+    for path in directory.iterdir():
+        if path.name in ("cache.db", "cache.db-wal", "cache.db-shm"):
+            path.unlink()
+        elif path.is_dir() and len(path.name) == 2 and all(c in "0123456789abcdef" for c in path.name):
+            shutil.rmtree(path)  # diskcache's files of large values
+
+
 def open_cache(cfg: CacheConfig) -> ResponseCache | None:
     """The run's cache, or None when cache=off."""
     return None if cfg.mode == CacheMode.off else ResponseCache(cfg)
@@ -214,56 +223,3 @@ class CachedModel:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
-
-
-# -- `hermes-cache info|clear` ---------------------------------------------------------------------------------
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`hermes-cache info|clear [--dir DIR] [--expired]`: the response cache's size, or empty it."""
-    ap = argparse.ArgumentParser(
-        prog="hermes-cache", description="Show the size of the response cache, or empty it (docs/caching.md)."
-    )
-    ap.add_argument("command", choices=["info", "clear"], help="info: entries and bytes; clear: remove entries")
-    ap.add_argument("--dir", help=f"the cache directory (default: ${ENV_DIR}, else the user cache dir)")
-    ap.add_argument("--expired", action="store_true", help="clear: only the entries past their cache.expire")
-    args = ap.parse_args(argv)
-    directory = Path(args.dir).expanduser() if args.dir else default_dir()
-    if args.command == "info" and not directory.exists():
-        print(f"{directory}: no response cache (0 entries)")
-        return 0
-    try:
-        store = open_store(directory)
-    except (sqlite3.Error, OSError) as exc:
-        if args.command == "clear" and isinstance(exc, sqlite3.DatabaseError):
-            return _remove_broken(directory, exc)
-        print(f"error: the response cache at {directory} cannot be opened: {exc}", file=sys.stderr)
-        return 1
-    with store:
-        if args.command == "info":
-            print(f"{directory}: {len(store):,} replies, {_size(store.volume())} on disk")
-            return 0
-        removed = store.expire() if args.expired else store.clear()
-        print(f"{directory}: {removed:,} replies removed, {_size(store.volume())} on disk")
-    return 0
-
-
-def _remove_broken(directory: Path, exc: BaseException) -> int:
-    """`clear` of a cache SQLite cannot read: its database and value files go, the next run starts a new one."""
-    import shutil
-
-    for path in directory.iterdir():
-        if path.name in ("cache.db", "cache.db-wal", "cache.db-shm"):
-            path.unlink()
-        elif path.is_dir() and len(path.name) == 2 and all(c in "0123456789abcdef" for c in path.name):
-            shutil.rmtree(path)  # diskcache's files of large values
-    print(f"{directory}: unreadable ({exc}); removed, the next run starts a new cache")
-    return 0

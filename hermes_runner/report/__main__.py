@@ -1,8 +1,5 @@
-"""`python -m hermes_runner.report DIR` (also `hermes-report DIR`): build the report page of a run or sweep."""
+"""`python -m hermes_runner.report DIR` (the address the docs name): the `hermes-report` command, commands/report.py."""
 
-import sys
+from hermes_runner.commands.report import main
 
-from hermes_runner.report.page import main
-
-if __name__ == "__main__":
-    sys.exit(main())
+raise SystemExit(main())

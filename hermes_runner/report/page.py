@@ -6,10 +6,8 @@ python -m hermes_runner.report outputs/my_sweep        # a multirun: its jobs si
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -129,40 +127,6 @@ def write_report_quietly(path: Path | str) -> Path | None:
         log.debug("no report: %s", exc)
         return None
     except Exception as exc:  # noqa: BLE001 - the run's data is safe; only the page is missing
-        log.warning(
-            "could not write %s in %s: %s: %s",
-            REPORT,
-            path,
-            type(exc).__name__,
-            exc,
-            exc_info=log.isEnabledFor(logging.DEBUG),
-        )
+        why, debug = f"{type(exc).__name__}: {exc}", log.isEnabledFor(logging.DEBUG)
+        log.warning("could not write %s in %s: %s", REPORT, path, why, exc_info=debug)
         return None
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hermes_runner.report", description=__doc__.splitlines()[0])
-    ap.add_argument("dir", help="a run directory (outputs/<run_name>) or a sweep directory holding job subdirectories")
-    ap.add_argument("--out", help=f"where to write the page (default: <dir>/{REPORT})")
-    ap.add_argument(
-        "--max-trajectories",
-        type=int,
-        default=MAX_TRAJECTORIES,
-        help=f"trajectories embedded in the viewer, sampled across statuses (default {MAX_TRAJECTORIES})",
-    )
-    ap.add_argument(
-        "--max-chars",
-        type=int,
-        default=MAX_CHARS,
-        help=f"characters shown per message before it is cut (default {MAX_CHARS})",
-    )
-    args = ap.parse_args(argv)
-    if args.max_trajectories < 0 or args.max_chars < 100:
-        ap.error("--max-trajectories must be >= 0 and --max-chars >= 100")
-    try:
-        target = build_report(args.dir, args.out, args.max_trajectories, args.max_chars)
-    except NotARunDir as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(target)
-    return 0

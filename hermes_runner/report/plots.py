@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from hermes_runner.report import svg as svgchart
 from hermes_runner.report.summary import COVERAGE_BINS, Job, coverage_bin, pct, toolset_usage
 from hermes_runner.rundir.reader import STATUSES, status_of
+from hermes_runner.rundir.stats import RunStats
 
 STATUS_COLORS = {
     "completed": "#2f9e5b",
@@ -48,101 +49,98 @@ def outcome_rows(job: Job, pending: int | None) -> list[tuple[str, list[float]]]
 
 def run_charts(job: Job, summ: dict) -> list[Chart]:
     """The plots of one run."""
-    run, s = job.run, job.run.stats
+    s, trajs, final = job.run.stats, job.trajectories, job.run.final.values()
     series = [*STATUSES, "pending"]
-    colors = [STATUS_COLORS[k] for k in series]
-    charts = [
+    total = f" of {summ['total']:,}" if summ["total"] is not None else ""
+    return [
         Chart(
             "Outcomes",
-            svgchart.stacked_bars(outcome_rows(job, summ["pending"]), series, colors, label="outcomes"),
-            f"{summ['done']:,} of {summ['total']:,} prompts done"
-            if summ["total"] is not None
-            else f"{summ['done']:,} prompts done so far",
-        )
-    ]
-    tools = sorted(((n, t) for n, t in s.tools.items() if t[0]), key=lambda kv: -kv[1][0])
-    if tools:
-        rows = [(name, [count - failures, failures]) for name, (count, failures) in tools]
-        svg = svgchart.stacked_bars(
-            rows,
-            ["success", "failure"],
-            ["#2f9e5b", "#d64545"],
-            label="tool calls",
-            annotate=lambda v: f"{int(sum(v)):,} calls · {svgchart.fmt_pct(pct(v[0], sum(v)))} ok",
-        )
-        note = "kept trajectories"
-        if s.unknown_tools:
-            note += "; calls to tools that do not exist: " + ", ".join(f"{k} ×{v}" for k, v in s.unknown_tools.items())
-        charts.append(Chart("Tool calls and success rate per tool", svg, note))
-    else:
-        charts.append(Chart("Tool calls and success rate per tool", "", "no tool calls in kept trajectories"))
-    trajs = job.trajectories
-    charts.append(
+            svgchart.stacked_bars(
+                outcome_rows(job, summ["pending"]), series, [STATUS_COLORS[k] for k in series], label="outcomes"
+            ),
+            f"{summ['done']:,}{total} prompts done" + ("" if total else " so far"),
+        ),
+        _tool_chart(s),
         Chart(
             "Assistant turns per trajectory",
             svgchart.histogram(
                 {job.label: [r.get("turns", 0) for r in trajs]}, label="turns", x_title="turns", y_title="trajectories"
             ),
             f"kept and discarded trajectories; mean {summ['mean_turns']:g}",
-        )
-    )
-    charts.append(
+        ),
         Chart(
             "API calls per prompt",
             svgchart.histogram(
-                {job.label: [r.get("api_calls", 0) for r in run.final.values()]}, label="api calls", x_title="API calls"
+                {job.label: [r.get("api_calls", 0) for r in final]}, label="api calls", x_title="API calls"
             ),
             f"every prompt, failed ones included; {s.retries:,} retries in all",
-        )
-    )
-    names, ts_series = toolset_usage(job)
-    if names:
-        charts.append(
-            Chart(
-                "Toolsets: sampled vs. used",
-                svgchart.grouped_bars(
-                    names,
-                    ts_series,
-                    ["#bab0ac", "#4e79a7", "#f28e2b"][-len(ts_series) :],
-                    label="toolsets",
-                    fmt=svgchart.fmt_pct,
-                    max_value=100,
-                ),
-                "share of trajectories whose sampled toolsets included it, and in which one of its tools was called",
-            )
-        )
-    cov = [0.0] * len(COVERAGE_BINS)
-    for r in trajs:
-        b = coverage_bin(r)
-        if b is not None:
-            cov[b] += 1
-    charts.append(
-        Chart(
-            "Reasoning coverage",
-            svgchart.columns(
-                list(COVERAGE_BINS),
-                {job.label: cov},
-                ["#b07aa1"],
-                label="reasoning coverage",
-                x_title="assistant turns with reasoning, per trajectory",
-                y_title="trajectories",
-            ),
-            f"{summ['reasoning_pct']:g}% of {s.turns:,} assistant turns have reasoning "
-            f"({summ['reasoning_kept_pct']:g}% in kept trajectories)",
-        )
-    )
-    charts.append(
+        ),
+        *_toolset_chart(job),
+        _coverage_chart(job, summ),
         Chart(
             "Time per prompt",
             svgchart.histogram(
-                {job.label: [r.get("duration_s", 0.0) for r in run.final.values()]},
-                label="duration",
-                x_title="seconds",
+                {job.label: [r.get("duration_s", 0.0) for r in final]}, label="duration", x_title="seconds"
             ),
             f"mean {summ['mean_duration_s']:g}s; wall time of the run {summ['duration_s']:.1f}s",
-        )
+        ),
+    ]
+
+
+def _tool_chart(s: RunStats) -> Chart:
+    """Calls and failures per tool, in kept trajectories."""
+    tools = sorted(((n, t) for n, t in s.tools.items() if t[0]), key=lambda kv: -kv[1][0])
+    if not tools:
+        return Chart("Tool calls and success rate per tool", "", "no tool calls in kept trajectories")
+    svg = svgchart.stacked_bars(
+        [(name, [count - failures, failures]) for name, (count, failures) in tools],
+        ["success", "failure"],
+        ["#2f9e5b", "#d64545"],
+        label="tool calls",
+        annotate=lambda v: f"{int(sum(v)):,} calls · {svgchart.fmt_pct(pct(v[0], sum(v)))} ok",
     )
-    return charts
+    note = "kept trajectories"
+    if s.unknown_tools:
+        note += "; calls to tools that do not exist: " + ", ".join(f"{k} ×{v}" for k, v in s.unknown_tools.items())
+    return Chart("Tool calls and success rate per tool", svg, note)
+
+
+def _toolset_chart(job: Job) -> list[Chart]:
+    """Toolsets sampled vs. used (none when no trajectory names its toolsets)."""
+    names, ts_series = toolset_usage(job)
+    if not names:
+        return []
+    svg = svgchart.grouped_bars(
+        names,
+        ts_series,
+        ["#bab0ac", "#4e79a7", "#f28e2b"][-len(ts_series) :],
+        label="toolsets",
+        fmt=svgchart.fmt_pct,
+        max_value=100,
+    )
+    what = "share of trajectories whose sampled toolsets included it, and in which one of its tools was called"
+    return [Chart("Toolsets: sampled vs. used", svg, what)]
+
+
+def _coverage_chart(job: Job, summ: dict) -> Chart:
+    """How many trajectories have reasoning in what share of their assistant turns."""
+    cov = [0.0] * len(COVERAGE_BINS)
+    for r in job.trajectories:
+        if (b := coverage_bin(r)) is not None:
+            cov[b] += 1
+    return Chart(
+        "Reasoning coverage",
+        svgchart.columns(
+            list(COVERAGE_BINS),
+            {job.label: cov},
+            ["#b07aa1"],
+            label="reasoning coverage",
+            x_title="assistant turns with reasoning, per trajectory",
+            y_title="trajectories",
+        ),
+        f"{summ['reasoning_pct']:g}% of {job.run.stats.turns:,} assistant turns have reasoning "
+        f"({summ['reasoning_kept_pct']:g}% in kept trajectories)",
+    )
 
 
 def comparison_charts(jobs: list[Job], summs: list[dict]) -> list[Chart]:

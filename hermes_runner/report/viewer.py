@@ -188,22 +188,7 @@ def _item(
     }
     raw = Clipper(min(max_chars, RAW_CHARS), RAW_BUDGET)
     if entry is not None:
-        fname = DISCARDED if status == "discarded" else TRAJECTORIES
-        msgs, head = view_messages(entry, clip, f"; see {fname}")
-        text = json.dumps(head, ensure_ascii=False)
-        if text not in head_ids:
-            head_ids[text] = len(heads)
-            heads.append(text)
-        item["head"] = head_ids[text]
-        item["msgs"] = msgs
-        meta = entry.get("metadata") or {}
-        item["model"] = meta.get("model", "")
-        item["fields"] = meta.get("row_fields", "")
-        item["tool_errors"] = sum(1 for m in msgs if m.get("err")) + sum(
-            1 for m in msgs for c in m.get("calls", []) if c.get("bad")
-        )
-        _scores(item, entry, clip)
-        item["raw"] = {"entry": raw.tree(entry), "ledger record": rec}
+        _entry_view(item, rec, entry, clip, raw, heads, head_ids)
     else:
         detail = failure or {}
         prompt = detail.get("prompt", "")
@@ -219,6 +204,24 @@ def _item(
     first_user = next((m["c"] for m in item["msgs"] if m["r"] == "user"), "")
     item["prompt"] = first_user[:240]
     return item
+
+
+def _entry_view(
+    item: dict, rec: dict, entry: dict, clip: Clipper, raw: Clipper, heads: list[str], head_ids: dict[str, int]
+) -> None:
+    """A kept or discarded prompt's messages (its system turn and tools shared in `heads`), model and scores."""
+    fname = DISCARDED if item["st"] == "discarded" else TRAJECTORIES
+    msgs, head = view_messages(entry, clip, f"; see {fname}")
+    text = json.dumps(head, ensure_ascii=False)
+    if text not in head_ids:
+        head_ids[text] = len(heads)
+        heads.append(text)
+    meta = entry.get("metadata") or {}
+    item.update(head=head_ids[text], msgs=msgs, model=meta.get("model", ""), fields=meta.get("row_fields", ""))
+    bad_calls = sum(1 for m in msgs for c in m.get("calls", []) if c.get("bad"))
+    item["tool_errors"] = sum(1 for m in msgs if m.get("err")) + bad_calls
+    _scores(item, entry, clip)
+    item["raw"] = {"entry": raw.tree(entry), "ledger record": rec}
 
 
 def _scores(item: dict, entry: dict, clip: Clipper) -> None:

@@ -2,7 +2,7 @@
 
     hermes-score outputs/my_run +scorer@scorers.answer=match
     hermes-score outputs/my_run +scorer@scorers.answer=match scorers.answer.match.mode=numeric --force
-    python -m hermes_runner.score outputs/my_run +scorer@scorers.quality=judge scorers.quality.judge.endpoint.model=gpt-4o
+    hermes-score outputs/my_run +scorer@scorers.quality=judge scorers.quality.judge.endpoint.model=gpt-4o
 
 Every kept and discarded entry gets the new scorers' records (a scorer of the same name is replaced); its
 re-scored line goes to rescored.jsonl with a `rescored` ledger record, and trajectories.jsonl and
@@ -13,13 +13,11 @@ removed when the prompt ends (the agent's files are gone); run the prompts again
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import json
 import logging
 import os
-import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -31,7 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 from hermes_runner.config import ScorerConfig, ScorerKind, check, check_scorers
 from hermes_runner.config.root import RunConfig, register_configs
 from hermes_runner.dataset.mapping import Mapping
-from hermes_runner.errors import ConfigError, ExitCode, RunnerError
+from hermes_runner.errors import ConfigError
 from hermes_runner.run.budget import RunBudget
 from hermes_runner.run.invocation import Run
 from hermes_runner.run.record import ledger_scores
@@ -221,29 +219,3 @@ def rescore(run_dir: Path | str, overrides: list[str], force: bool = False, conc
     finally:
         after.store.unlock()
     return {**done, "statistics": stats}
-
-
-def main(argv: list[str] | None = None) -> int:
-    doc = __doc__ or ""
-    ap = argparse.ArgumentParser(
-        prog="hermes-score",
-        description=doc.splitlines()[0],
-        epilog=doc.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("run_dir", help="a finished run directory, e.g. outputs/my_run")
-    ap.add_argument("overrides", nargs="+", help="Hydra overrides that add scorers: +scorer@scorers.NAME=KIND ...")
-    ap.add_argument("--force", action="store_true", help="score again prompts the given scorers scored already")
-    ap.add_argument("--concurrency", type=int, default=8, help="prompts scored at once (judge calls in flight)")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    try:
-        out = rescore(args.run_dir, args.overrides, args.force, max(1, args.concurrency))
-    except RunnerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return int(ExitCode.CONFIG) if isinstance(exc, ConfigError) else int(ExitCode.FAILED)
-    print(f"{args.run_dir}: {out['scored']} scored, {out['skipped']} already scored, {out['errors']} scorer errors")
-    if out["stopped_by_budget"]:
-        print(f"stopped by the budget: {out['stopped_by_budget']}")
-        return int(ExitCode.BUDGET)
-    return 0

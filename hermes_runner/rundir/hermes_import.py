@@ -249,9 +249,7 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> list[dict] | Non
     sources = batches or ([MERGED] if MERGED in files else [])  # no batch files: its merge has the same lines
     lines = [ln for name in sources for ln in _read_lines(name, files[name])]
     done_idx = _checkpoint(files.get(CHECKPOINT))
-    prompts = list(
-        read_prompts(cfg.dataset_file, options=cfg.dataset)
-    )  # the whole dataset: max_samples/shard do not change keys
+    prompts = list(read_prompts(cfg.dataset_file, options=cfg.dataset))  # all: max_samples/shard change no key
     matched = _match(lines, prompts, cfg.dataset_file)
     by_index = {p.index: p for p in prompts}
     # Checkpointed indices without a line: discarded by the original. Only where its indices are ours.
@@ -272,21 +270,9 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> list[dict] | Non
     )  # fmt: skip
     records = [_record(ln, p) for ln, p in matched]
     if tombstones:
-        data, offset = [], 0
-        for p in tombstones:
-            line = dumps_line({
-                "prompt_index": p.index, "conversations": [{"from": "human", "value": p.prompt}],
-                "discard_reason": "no_reasoning", "imported": "hermes",
-            })  # fmt: skip
-            records.append({
-                "key": p.key, "index": p.index, "inv": -1, "ts": now(), "api_calls": 0, "toolsets": [],
-                "usage": {}, "reason": "no_reasoning", "imported": "hermes", "status": "discarded",
-                "file": DISCARDED, "offset": offset, "length": len(line), "batch": -1,
-            })  # fmt: skip
-            data.append(line)
-            offset += len(line)
+        data = _discarded(tombstones, records)
         if write:
-            atomic_write(run_dir / DISCARDED, b"".join(data))
+            atomic_write(run_dir / DISCARDED, data)
     if not write:
         return records
     (run_dir / ORIGINAL_DIR).mkdir(exist_ok=True)
@@ -295,6 +281,24 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> list[dict] | Non
             os.replace(path, run_dir / ORIGINAL_DIR / name)
     atomic_write(run_dir / LEDGER, b"".join(dumps_line(r) for r in records))  # all at once: a crash redoes it
     return records
+
+
+def _discarded(prompts: list[Prompt], records: list[dict]) -> bytes:
+    """The lines of discarded.jsonl for prompts the original discarded without a line; their records go to `records`."""
+    data, offset = [], 0
+    for p in prompts:
+        line = dumps_line({
+            "prompt_index": p.index, "conversations": [{"from": "human", "value": p.prompt}],
+            "discard_reason": "no_reasoning", "imported": "hermes",
+        })  # fmt: skip
+        records.append({
+            "key": p.key, "index": p.index, "inv": -1, "ts": now(), "api_calls": 0, "toolsets": [],
+            "usage": {}, "reason": "no_reasoning", "imported": "hermes", "status": "discarded",
+            "file": DISCARDED, "offset": offset, "length": len(line), "batch": -1,
+        })  # fmt: skip
+        data.append(line)
+        offset += len(line)
+    return b"".join(data)
 
 
 def preview(state: LedgerState, records: list[dict] | None, on_record: Callable[[dict], None]) -> None:

@@ -15,7 +15,7 @@ BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")  # batch files of a hermes-agent 
 BATCH_GLOB = "batch_*.jsonl"
 BATCH_FILE = "batch_{}.jsonl"  # .format(batch number)
 LOCK = ".lock"  # held by the one invocation that owns the run dir
-HYDRA_DIR = ".hydra"  # the composed config, Hydra's and the overrides: written once the run dir is accepted (cli.py)
+HYDRA_DIR = ".hydra"  # the composed config, Hydra's, the overrides: written on accepting the run dir (commands/job)
 
 # The manifest and the invocations log (rundir/manifest.py)
 MANIFEST = "run.json"

@@ -9,11 +9,9 @@ incomplete set unless `--partial`. The shard dirs are only read.
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import re
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,7 +21,7 @@ from hermes_runner.errors import ConfigError
 from hermes_runner.rundir.layout import MERGED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.manifest import MANIFEST
 from hermes_runner.rundir.stats import ScoreTally
-from hermes_runner.rundir.store import LEDGER, RunStore, atomic_write, atomic_write_json
+from hermes_runner.rundir.store import LEDGER, LedgerReader, atomic_write, atomic_write_json
 
 SHARD_KEYS = ("shard.index", "shard.count")
 _INDEX = re.compile(rb'^\{"prompt_index": (-?\d+)')
@@ -150,7 +148,7 @@ def _merge_scores(stats: dict, shards: list[Shard]) -> None:
     stats.pop("results", None)
     tally = ScoreTally()
     for shard in shards:
-        RunStore(shard.dir).load(on_record=lambda r: r["status"] != "failed" and tally.add(r), repair=False)
+        LedgerReader(shard.dir).load(on_record=lambda r: r["status"] != "failed" and tally.add(r), repair=False)
     model = shards[0].data_config.get("model.name") or ""
     if (scores := tally.summary(k, model)) is not None:
         stats["scores"], stats["results"] = scores, tally.results(k, model)
@@ -185,29 +183,3 @@ def merge(out_dir: Path, shard_dirs: list[Path], partial: bool = False) -> dict:
     )
     stats["trajectories"] = n
     return stats
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m hermes_runner.merge",
-        description="Combine the run dirs of a sharded run into one trajectories.jsonl and statistics.json.",
-    )
-    parser.add_argument("out_dir", type=Path, help="directory for the merged outputs")
-    parser.add_argument("shard_dirs", type=Path, nargs="+", help="run directories of the shards")
-    parser.add_argument("--partial", action="store_true", help="merge even if some shards are missing")
-    args = parser.parse_args(argv)
-    try:
-        stats = merge(args.out_dir, args.shard_dirs, args.partial)
-    except ConfigError as exc:
-        print(f"merge refused: {exc}", file=sys.stderr)
-        return 2
-    p = stats["prompts"]
-    print(
-        f"merged {len(args.shard_dirs)} shards: {stats['trajectories']} trajectories, {p['discarded']} discarded, "
-        f"{p['failed']} failed, {p['pending']} pending of {p['total']} -> {args.out_dir / TRAJECTORIES}"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

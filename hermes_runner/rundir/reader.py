@@ -13,7 +13,7 @@ from pathlib import Path
 from hermes_runner.errors import NotARunDir
 from hermes_runner.rundir.layout import FEATURES_FILE, INVOCATIONS, MANIFEST, MERGED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.stats import RunStats
-from hermes_runner.rundir.store import FAILURES, LEDGER, TERMINAL, TIMELINE, Ref, RunStore, iter_lines
+from hermes_runner.rundir.store import FAILURES, LEDGER, TERMINAL, TIMELINE, LedgerReader, Ref, iter_lines
 from hermes_runner.usage import Usage
 
 STATUSES = ("completed", "partial", "incomplete", "discarded", "failed")
@@ -88,7 +88,7 @@ class RunData:
                     "scores": rec.get("scores"),
                 }
 
-        store = RunStore(d)
+        store = LedgerReader(d)
         state = store.load(on_record, repair=False)
         calls = store.load_calls(state.attempts)  # usage.jsonl: the calls of prompts cut off before their record
         stats.usage.add(Usage.from_dict(calls.unrecorded_usage))

@@ -276,54 +276,12 @@ def abandon_prelock(run_dir: Path) -> None:
     RunStore(run_dir).abandon()
 
 
-class RunStore:
-    """Single writer of a run directory."""
+class LedgerReader:
+    """Reads a run directory back: the ledger, the call log and the entries the ledger points at (a live run's
+    too: it takes no lock and, with `repair=False`, writes nothing)."""
 
     def __init__(self, run_dir: Path):
         self.dir = Path(run_dir)
-        self._made: list[Path] = []  # what taking the dir created (the dir, its .lock): `abandon` removes it
-        self._lock_fd = -1
-        self._batches: dict[int, AppendLog] = {}
-        self._closing: list[AppendLog] = []  # finished batch files, fsynced and closed by the next sync
-        self._ledger: AppendLog | None = None
-        self._discarded: AppendLog | None = None
-        self._failures: AppendLog | None = None
-        self._usage: AppendLog | None = None
-        self._rescored: AppendLog | None = None
-        self._timeline: AppendLog | None = None
-        self._lock = threading.Lock()
-        self._sync_lock = threading.Lock()  # one sync at a time (the background one and the final one)
-
-    def lock(self, claim: bool = True) -> None:
-        """Take the run directory for this process (released when the process ends, even by kill -9); `claim`:
-        write this pid into the lock file now (False: `claim()` does, once the directory's checks passed)."""
-        self._lock_fd, self._made = _PRELOCKED.pop(str(self.dir.resolve()), None) or _make_and_lock(self.dir)
-        if claim:
-            self.claim()
-
-    def claim(self) -> None:
-        """Say in the lock file who holds the directory (a refused runner says nothing there)."""
-        os.ftruncate(self._lock_fd, 0)
-        os.pwrite(self._lock_fd, f"pid {os.getpid()}\n".encode(), 0)
-
-    def unlock(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
-
-    def abandon(self) -> None:
-        """The run refused its directory: remove what taking it created (its .lock, the dir itself when empty),
-        holding the lock, so the directory is as it was; then unlock. (A lock `prelock` took and the store did
-        not adopt yet is undone the same way.)"""
-        if self._lock_fd < 0 and (taken := _PRELOCKED.pop(str(self.dir.resolve()), None)) is not None:
-            self._lock_fd, self._made = taken
-        for path in self._made if self._lock_fd >= 0 else ():
-            with contextlib.suppress(OSError):  # (a dir something else wrote into stays)
-                path.unlink() if path.name == LOCK else path.rmdir()
-        self._made = []
-        self.unlock()
-
-    # -- loading -------------------------------------------------------------------
 
     def load(self, on_record: Callable[[dict], None] | None = None, repair: bool = True) -> LedgerState:
         """Read the ledger (repairing a torn tail unless `repair` is false, e.g. for a reader of
@@ -357,10 +315,7 @@ class RunStore:
                     continue  # exactly once: the first terminal record wins
                 if status in TERMINAL:
                     fname = rec["file"]
-                    if fname not in sizes:
-                        f = self.dir / fname
-                        sizes[fname] = f.stat().st_size if f.exists() else -1
-                    if rec["offset"] + rec["length"] > sizes[fname]:
+                    if not self._within(rec, fname, sizes):
                         log.warning("ledger points past the end of %s; prompt %s will run again", fname, key)
                         continue
                     state.terminal[key] = Ref(
@@ -386,16 +341,17 @@ class RunStore:
         fname = rec.get("file", "")
         if ref is None or not fname:
             return False
-        if fname not in sizes:
-            f = self.dir / fname
-            sizes[fname] = f.stat().st_size if f.exists() else -1
-        if rec["offset"] + rec["length"] > sizes[fname]:
+        if not self._within(rec, fname, sizes):
             log.warning("ledger points past the end of %s; the rescoring of %s is not applied", fname, rec["key"])
             return False
         ref.file, ref.offset, ref.length = fname, rec["offset"], rec["length"]
         return True
 
-    # -- writing -------------------------------------------------------------------
+    def _within(self, rec: dict, fname: str, sizes: dict[str, int]) -> bool:
+        """Whether the bytes `rec` points at are in `fname` (`sizes`: the sizes of the files seen so far)."""
+        if fname not in sizes:
+            sizes[fname] = (self.dir / fname).stat().st_size if (self.dir / fname).exists() else -1
+        return rec["offset"] + rec["length"] <= sizes[fname]
 
     def load_calls(self, attempts: set[tuple[str, int]]) -> CallLog:
         """Read `usage.jsonl`; the spend of calls whose (prompt, invocation) has no ledger record in
@@ -412,6 +368,57 @@ class RunStore:
                 log.warning("%s: skipping an unreadable record", USAGE)
         return calls
 
+    def read_entry(self, ref: Ref, handles: dict[str, int]) -> bytes:
+        fd = handles.get(ref.file)
+        if fd is None:
+            fd = handles[ref.file] = os.open(self.dir / ref.file, os.O_RDONLY)
+        return os.pread(fd, ref.length, ref.offset)
+
+
+class RunStore(LedgerReader):
+    """Single writer of a run directory: its lock, its append-only logs and their fsyncs."""
+
+    def __init__(self, run_dir: Path):
+        super().__init__(run_dir)
+        self._made: list[Path] = []  # what taking the dir created (the dir, its .lock): `abandon` removes it
+        self._lock_fd = -1
+        self._batches: dict[int, AppendLog] = {}
+        self._closing: list[AppendLog] = []  # finished batch files, fsynced and closed by the next sync
+        self._logs: dict[str, AppendLog] = {}  # ledger.jsonl, discarded.jsonl, ... by name, once written to
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()  # one sync at a time (the background one and the final one)
+
+    def lock(self, claim: bool = True) -> None:
+        """Take the run directory for this process (released when the process ends, even by kill -9); `claim`:
+        write this pid into the lock file now (False: `claim()` does, once the directory's checks passed)."""
+        self._lock_fd, self._made = _PRELOCKED.pop(str(self.dir.resolve()), None) or _make_and_lock(self.dir)
+        if claim:
+            self.claim()
+
+    def claim(self) -> None:
+        """Say in the lock file who holds the directory (a refused runner says nothing there)."""
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, f"pid {os.getpid()}\n".encode(), 0)
+
+    def unlock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def abandon(self) -> None:
+        """The run refused its directory: remove what taking it created (its .lock, the dir itself when empty),
+        holding the lock, so the directory is as it was; then unlock. (A lock `prelock` took and the store did
+        not adopt yet is undone the same way.)"""
+        if self._lock_fd < 0 and (taken := _PRELOCKED.pop(str(self.dir.resolve()), None)) is not None:
+            self._lock_fd, self._made = taken
+        for path in self._made if self._lock_fd >= 0 else ():
+            with contextlib.suppress(OSError):  # (a dir something else wrote into stays)
+                path.unlink() if path.name == LOCK else path.rmdir()
+        self._made = []
+        self.unlock()
+
+    # -- writing -------------------------------------------------------------------
+
     def write_usage(self, record: dict) -> None:
         """Append one model-call event to `usage.jsonl` (fsynced with the ledger)."""
         line = dumps_line(record)
@@ -425,19 +432,13 @@ class RunStore:
             self._log(TIMELINE).append(line)
 
     def _log(self, name: str) -> AppendLog:
-        attr = {
-            LEDGER: "_ledger",
-            DISCARDED: "_discarded",
-            FAILURES: "_failures",
-            USAGE: "_usage",
-            RESCORED: "_rescored",
-            TIMELINE: "_timeline",
-        }[name]
-        log_ = getattr(self, attr)
-        if log_ is None:
-            log_ = AppendLog(self.dir / name)
-            setattr(self, attr, log_)
+        if (log_ := self._logs.get(name)) is None:
+            log_ = self._logs[name] = AppendLog(self.dir / name)
         return log_
+
+    def _open_logs(self) -> list[AppendLog]:
+        """The logs open, the batch files first and the ledger last (a record is synced after what it points at)."""
+        return [*self._batches.values(), *sorted(self._logs.values(), key=lambda lg: lg.path.name == LEDGER)]
 
     def _batch(self, num: int) -> AppendLog:
         b = self._batches.get(num)
@@ -505,45 +506,18 @@ class RunStore:
         with self._sync_lock:
             with self._lock:
                 closing, self._closing = self._closing, []
-                logs = [
-                    *self._batches.values(),
-                    *closing,
-                    self._discarded,
-                    self._failures,
-                    self._usage,
-                    self._rescored,
-                    self._timeline,
-                    self._ledger,  # last: a record is synced after what it points at
-                ]
+                logs = [*closing, *self._open_logs()]
             for lg in logs:
-                if lg is not None:
-                    lg.sync()
+                lg.sync()
             for lg in closing:
                 lg.close()
 
     def close(self) -> None:
         self.sync()
         with self._sync_lock, self._lock:
-            for lg in [
-                *self._batches.values(),
-                self._discarded,
-                self._failures,
-                self._usage,
-                self._rescored,
-                self._timeline,
-                self._ledger,
-            ]:
-                if lg is not None:
-                    lg.close()
+            for lg in self._open_logs():
+                lg.close()
             self._batches.clear()
-
-    # -- reading back --------------------------------------------------------------
-
-    def read_entry(self, ref: Ref, handles: dict[str, int]) -> bytes:
-        fd = handles.get(ref.file)
-        if fd is None:
-            fd = handles[ref.file] = os.open(self.dir / ref.file, os.O_RDONLY)
-        return os.pread(fd, ref.length, ref.offset)
 
 
 _INDEX_PREFIX = re.compile(rb'^\{"prompt_index": -?\d+')

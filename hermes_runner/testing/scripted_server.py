@@ -20,7 +20,7 @@ reply it cannot get, whatever the machine's speed (the kill -9 tests kill the ru
 ``GET /_stats`` tells how many calls were served and when the first came and the last was
 answered (``time.monotonic()``; ``?reset=1`` starts over), for benchmarks.
 
-Run standalone: ``python -m hermes_runner.scripted_server --port 8765 --latency 0.2``
+Run standalone: ``python -m hermes_runner.testing.scripted_server --port 8765 --latency 0.2``
 (``--port 0`` picks a free port; the first line printed holds the URL).
 """
 

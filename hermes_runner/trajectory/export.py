@@ -18,15 +18,13 @@ The openai export writes its HF features beside it (dataset_features.json); docs
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermes_runner.errors import ExportError, NotARunDir
+from hermes_runner.errors import ExportError
 from hermes_runner.rundir.layout import FEATURES_FILE
 from hermes_runner.rundir.reader import RunData, find_runs
 from hermes_runner.rundir.store import atomic_write, dumps_line
@@ -414,68 +412,3 @@ def push_to_hub(path: Path, fmt: str, repo: str, private: bool) -> str:
 
         load_from_disk(str(path)).push_to_hub(repo, private=private)
     return f"https://huggingface.co/datasets/{repo}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    doc = __doc__ or ""
-    ap = argparse.ArgumentParser(
-        prog="python -m hermes_runner.export",
-        description=doc.splitlines()[0],
-        epilog=doc.split("\n\n")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("run_dir", help="a run directory, e.g. outputs/my_run")
-    ap.add_argument("--to", required=True, choices=FORMATS, help="export format")
-    ap.add_argument("--out", help="output directory (default: <run_dir>/export/<format>)")
-    ap.add_argument(
-        "--reasoning",
-        choices=("field", "inline", "drop"),
-        default="field",
-        help="openai format: reasoning as `reasoning_content` (default), as a <think> block in the content, or dropped",
-    )
-    ap.add_argument("--min-reward", type=float, help="keep only kept rows whose reward is at least this")
-    ap.add_argument("--best-of-k", action="store_true", help="keep only the best sample of each row (highest reward)")
-    ap.add_argument(
-        "--pass-fail",
-        action="store_true",
-        help="splits: kept rows as `pass` / `fail` (by --min-reward, else the primary scorer's `passed`)",
-    )
-    ap.add_argument(
-        "--only-completed",
-        action="store_true",
-        help="only trajectories that ended with a final answer (not partial, not stopped at max_turns)",
-    )
-    ap.add_argument(
-        "--arguments",
-        choices=ARGUMENTS,
-        default="object",
-        help="openai format: tool-call arguments as JSON objects, as chat templates take them (default), "
-        "or as JSON text, as the OpenAI API carries them",
-    )
-    ap.add_argument("--push-to-hub", metavar="REPO", help="also upload to this Hugging Face dataset repo")
-    ap.add_argument("--private", action="store_true", help="create the Hub repo as private")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    try:
-        path, counts = export(
-            args.run_dir,
-            args.to,
-            args.out,
-            args.reasoning,
-            args.min_reward,
-            args.best_of_k,
-            args.pass_fail,
-            args.only_completed,
-            args.arguments,
-        )
-        print(f"{path}: " + ", ".join(f"{n} {split}" for split, n in counts.items()))
-        if args.push_to_hub:
-            print(push_to_hub(path, args.to, args.push_to_hub, args.private))
-    except (ExportError, NotARunDir) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

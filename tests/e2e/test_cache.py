@@ -165,12 +165,11 @@ def test_the_command_line_group_and_the_cache_command(server, tmp_path):
 def run_cli_module(*args: str, env: dict):
     import os
     import subprocess
-    import sys
 
-    from tests.helpers.run import ROOT
+    from tests.helpers.run import ROOT, command
 
     return subprocess.run(
-        [sys.executable, "-m", "hermes_runner.cache", *args],
+        [*command("cache"), *args],
         cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, **env},
     )  # fmt: skip
 

@@ -88,7 +88,7 @@ def test_second_ctrl_c_exits_at_once(server, tmp_path):
     marker = f"marker-{os.getpid()}-{time.time_ns()}"
     serve = (
         f'model.serve.command=[sh,-c,\'trap "" TERM; exec env HR_MARK={marker} {{python}} '
-        "-m hermes_runner.scripted_server --port {port} --latency 30']"
+        "-m hermes_runner.testing.scripted_server --port {port} --latency 30']"
     )
 
     def servers() -> list:

@@ -18,10 +18,11 @@ from openai.types.chat import (
 )
 from pydantic import TypeAdapter
 
+from hermes_runner.commands.export import main
 from hermes_runner.errors import ExitCode
 from hermes_runner.testing.scripted_server import ScriptedServer
 from hermes_runner.tools.catalog import NOT_IN_HERMES, tool_names
-from hermes_runner.trajectory.export import OPENAI_MESSAGE_KEYS, export, main
+from hermes_runner.trajectory.export import OPENAI_MESSAGE_KEYS, export
 
 from tests.helpers.run import ROOT, read_jsonl
 from tests.helpers.sample_run import make_run

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
+from hermes_runner.commands.merge import main
 from hermes_runner.errors import ConfigError
-from hermes_runner.rundir.merge import main, merge
+from hermes_runner.rundir.merge import merge
 
 from tests.helpers.run import ROOT, read_jsonl, run_inprocess, script, write_jsonl
 
@@ -48,7 +49,7 @@ def test_shards_split_the_dataset_and_merge_like_one_run(make_cfg, dataset, tmp_
     out = tmp_path / "merged"
     # As a user runs it (dirs given out of order).
     cli = subprocess.run(
-        [sys.executable, "-m", "hermes_runner.rundir.merge", str(out), *map(str, reversed(dirs))],
+        [sys.executable, "-m", "hermes_runner.merge", str(out), *map(str, reversed(dirs))],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert cli.returncode == 0, cli.stderr
@@ -137,11 +138,11 @@ def test_shards_of_an_edited_dataset_still_merge(make_cfg, dataset, tmp_path, se
 def test_a_merged_dir_exports_and_reports(make_cfg, dataset, tmp_path, server):
     from datasets import load_from_disk
 
+    from hermes_runner.commands.export import main as export_main
+    from hermes_runner.commands.report import main as report_main
     from hermes_runner.report.page import build_report
-    from hermes_runner.report.page import main as report_main
     from hermes_runner.rundir.reader import RunData
     from hermes_runner.trajectory.export import export
-    from hermes_runner.trajectory.export import main as export_main
 
     dirs = run_shards(make_cfg, dataset, tmp_path / "shards", 2)
     out = tmp_path / "merged"

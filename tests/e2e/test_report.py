@@ -20,8 +20,8 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
 
+from hermes_runner.commands.report import main as report_main
 from hermes_runner.report.page import build_report
-from hermes_runner.report.page import main as report_main
 from hermes_runner.report.summary import UNKNOWN_TOOLSET, Job, toolset_usage
 from hermes_runner.rundir.reader import RunData
 from hermes_runner.testing.scripted_server import ScriptedServer

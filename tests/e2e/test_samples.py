@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from hermes_runner.cli import print_results
+from hermes_runner.commands.job import print_results
 from hermes_runner.dataset import read_prompts
 from hermes_runner.report.page import build_report
 from hermes_runner.rundir.merge import merge

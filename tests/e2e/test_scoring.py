@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from hermes_runner.commands.score import main as score_main
 from hermes_runner.errors import ConfigError
 from hermes_runner.run import rescore
 from hermes_runner.trajectory.export import export
 
-from tests.helpers.run import ROOT, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.run import ROOT, command, read_jsonl, run_inprocess, script, write_jsonl
 from tests.helpers.wait import exited, wait_for
 
 JUDGE_RUBRIC = "#judging\n{{ prompt }}\nAnswer: {{ answer }}\nTarget: {{ target }}"
@@ -223,7 +224,7 @@ def test_rescoring_refuses_verify_and_bad_overrides(make_cfg, tmp_path, run_dir)
         rescore.rescore(run_dir, ["+scorer@scorers.v=verify"])
     with pytest.raises(ConfigError, match="bad scorer overrides"):
         rescore.rescore(run_dir, ["+scorer@scorers.v=nosuchkind"])
-    assert rescore.main([str(run_dir), "+scorer@scorers.v=verify"]) == 2
+    assert score_main([str(run_dir), "+scorer@scorers.v=verify"]) == 2
 
 
 # -- one schema on every row; export by reward ----------------------------------------------------------------
@@ -277,13 +278,12 @@ def test_rescoring_killed_with_kill_9_goes_on_where_it_stopped(make_cfg, tmp_pat
     import os
     import signal
     import subprocess
-    import sys
 
     verdict = {"content": json.dumps({"score": 1, "explanation": "ok"})}
     rows = [{"prompt": f"{answer(f'a{i}')}\n#judge {json.dumps(verdict)}"} for i in range(6)]
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     assert run_inprocess(make_cfg(dataset=ds), run_dir)[0] == 0
-    argv = [sys.executable, "-m", "hermes_runner.score", str(run_dir), "+scorer@scorers.q=judge"]
+    argv = [*command("score"), str(run_dir), "+scorer@scorers.q=judge"]
     argv += [f"scorers.q.judge.rubric='{JUDGE_RUBRIC}'", "--concurrency", "1"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     server.hold(after=2)  # two judge calls answered, the third waits: the kill lands mid-way by construction

@@ -138,7 +138,7 @@ def _start_slow_run(tmp_path: Path, argv: list[str]) -> tuple[subprocess.Popen, 
 
 
 # `sh -c "...; true"` keeps sh as the server's parent: the guard must stop grandchildren too.
-WRAPPED = ["sh", "-c", "{python} -m hermes_runner.scripted_server --port {port}; true"]
+WRAPPED = ["sh", "-c", "{python} -m hermes_runner.testing.scripted_server --port {port}; true"]
 
 
 @pytest.mark.parametrize("argv", [SCRIPTED, WRAPPED], ids=["direct", "wrapped"])

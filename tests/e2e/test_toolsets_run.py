@@ -7,7 +7,7 @@ import logging
 import psutil
 import pytest
 
-from hermes_runner.cli import load_distributions
+from hermes_runner.commands.job import load_distributions
 from hermes_runner.testing.scripted_server import turn_of
 from hermes_runner.tools.catalog import tools_for
 

@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from hermes_runner.cli import run_and_print
+from hermes_runner.commands.job import run_and_print
 from hermes_runner.config.root import RunConfig, register_configs
 from hermes_runner.testing.scripted_server import ScriptedServer
 
@@ -64,6 +64,11 @@ def run_inprocess(cfg: RunConfig, run_dir: Path) -> tuple[int, dict | None]:
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def command(name: str) -> list[str]:
+    """argv of the console command `hermes-<name>` as this checkout has it (an installed script may be another's)."""
+    return [sys.executable, "-c", f"import sys; from hermes_runner.commands.{name} import main; sys.exit(main())"]
 
 
 def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -11,6 +11,7 @@ from pathlib import Path
 import diskcache
 import pytest
 
+from hermes_runner.commands import cache as cache_command
 from hermes_runner.config import CacheConfig, CacheMode, LimitsConfig, ModelConfig, ProviderConfig, ReasoningConfig
 from hermes_runner.errors import ModelCallError
 from hermes_runner.model import cache as rc
@@ -181,12 +182,12 @@ def test_the_cache_command_shows_its_size_and_clears_it(tmp_path, capsys, monkey
     call(model, sample=1)
     model.cache.close()
     d = str(tmp_path / "cache")
-    assert rc.main(["info", "--dir", d]) == 0 and "2 replies" in capsys.readouterr().out
-    assert rc.main(["clear", "--dir", d]) == 0 and "2 replies removed" in capsys.readouterr().out
+    assert cache_command.main(["info", "--dir", d]) == 0 and "2 replies" in capsys.readouterr().out
+    assert cache_command.main(["clear", "--dir", d]) == 0 and "2 replies removed" in capsys.readouterr().out
     monkeypatch.setenv(rc.ENV_DIR, d)  # the default dir
-    assert rc.main(["info"]) == 0 and "0 replies" in capsys.readouterr().out
+    assert cache_command.main(["info"]) == 0 and "0 replies" in capsys.readouterr().out
     (tmp_path / "cache" / "cache.db").write_bytes(b"garbage" * 100)
-    assert rc.main(["clear", "--dir", d]) == 0 and "removed" in capsys.readouterr().out
+    assert cache_command.main(["clear", "--dir", d]) == 0 and "removed" in capsys.readouterr().out
     assert not (tmp_path / "cache" / "cache.db").exists()
 
 

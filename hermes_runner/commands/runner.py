@@ -22,13 +22,14 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from hermes_runner.commands import refusal
 from hermes_runner.config import closest
 from hermes_runner.config.root import register_configs
 from hermes_runner.errors import ConfigError, ExitCode, JobNotStarted
 from hermes_runner.rundir import sweep
 from hermes_runner.util import gctune
 
-CONF_DIR = Path(__file__).resolve().parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 SCHEMA_SUFFIX = "_schema"  # ConfigStore names of the structured schemas: not choices a user picks
 JOB_STARTED = False  # set once Hydra has composed a config and handed it to a job
 _FULL_ERROR = "HYDRA_FULL_ERROR"  # "1": Hydra raises its errors instead of printing them and exiting 1
@@ -102,7 +103,7 @@ class SweepJobs(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from hermes_runner.cli import check_run_name
+        from hermes_runner.commands.job import check_run_name
 
         parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
         swept = [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
@@ -115,8 +116,7 @@ class SweepJobs(Callback):
             check_run_name(config, names)
             sweep.check_sweep(swept, global_groups())
         except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            raise SystemExit(ExitCode.CONFIG) from None
+            raise SystemExit(refusal(exc)) from None
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: object) -> None:
         hc = job_return.hydra_cfg.hydra if job_return.hydra_cfg is not None else None
@@ -149,7 +149,7 @@ def _listing(argv: list[str]) -> bool:
         return False
     from rich.console import Console
 
-    from hermes_runner.cli import load_distributions
+    from hermes_runner.commands.job import load_distributions
     from hermes_runner.tools import distributions
 
     Console(soft_wrap=True).print(distributions.describe(load_distributions()), markup=False)
@@ -194,7 +194,7 @@ def main(cfg: DictConfig) -> None:
     JOB_STARTED = True
     if not _USER_FULL_ERROR and HydraConfig.get().mode != RunMode.MULTIRUN:  # a run's own errors: Hydra's report
         os.environ.pop(_FULL_ERROR, None)  # (a sweep's reach entry(): a job that did not start exits 2)
-    from hermes_runner.cli import run_job
+    from hermes_runner.commands.job import run_job
 
     run_job(cfg)
 
@@ -254,10 +254,10 @@ def _entry(argv: list[str]) -> None:
             raise
         if _USER_FULL_ERROR:
             traceback.print_exc()
-        print(f"error: {one_line(exc)}", file=sys.stderr)
+        code = refusal(one_line(exc))
         if isinstance(exc, JobNotStarted) and exc.log_path:
             print(exc.log_tail(), file=sys.stderr)
-        sys.exit(ExitCode.CONFIG)
+        sys.exit(code)
     finally:
         if not _USER_FULL_ERROR:
             os.environ.pop(_FULL_ERROR, None)

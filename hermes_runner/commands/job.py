@@ -1,5 +1,5 @@
 """The job behind `run.py`: turn a composed config into a run (run/) and print it: the plan, the summary, the
-closing lines and the exit code. Only this module prints."""
+closing lines and the exit code."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 from rich.console import Console
 
+from hermes_runner.commands import refusal
 from hermes_runner.config import DistributionConfig, as_container, check_keys, run_name_problem
 from hermes_runner.config.root import RunConfig
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, JobNotStarted, RunDirBusy
@@ -29,7 +30,7 @@ if TYPE_CHECKING:  # (imported where used: a listing or --help loads no agent, m
     from hermes_runner.run.plan import Plan
 
 log = logging.getLogger("hermes_runner")
-CONF_DIR = Path(__file__).resolve().parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 class RunDirGuard(Callback):
@@ -44,8 +45,7 @@ class RunDirGuard(Callback):
             check_keys(config)  # `+num_worker=8`: refused before Hydra creates the run dir
             check_run_name(config)  # `run_name=../../x`: the same
         except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            raise SystemExit(ExitCode.CONFIG) from None
+            raise SystemExit(refusal(exc)) from None
         try:
             run_dir = Path(str(OmegaConf.select(config, "hydra.run.dir")))
         except Exception:  # noqa: BLE001 - a dir that only the job can resolve: the job's own lock guards it
@@ -53,8 +53,7 @@ class RunDirGuard(Callback):
         try:
             prelock(run_dir)
         except RunDirBusy as exc:
-            print(f"error: {exc}: one run directory takes one runner at a time", file=sys.stderr)
-            raise SystemExit(2) from None
+            raise SystemExit(refusal(f"{exc}: one run directory takes one runner at a time")) from None
         except OSError:
             return  # (the job reports what is wrong with the directory)
 
@@ -247,9 +246,8 @@ def _run_job(dcfg: DictConfig) -> int:
         cfg: RunConfig = OmegaConf.to_object(dcfg)
     except (ConfigError, MissingMandatoryValue) as exc:
         if isinstance(exc, MissingMandatoryValue):
-            log.error(
-                "missing a required option: %s (set it on the command line, e.g. %s=...)", exc.full_key, exc.full_key
-            )
+            key = exc.full_key
+            log.error("missing a required option: %s (set it on the command line, e.g. %s=...)", key, key)
         else:
             log.error("%s", exc)
         refuse_run_dir(multirun=HydraConfig.get().mode == RunMode.MULTIRUN)

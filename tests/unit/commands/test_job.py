@@ -1,0 +1,63 @@
+"""The Hydra job's printing (commands/job.py): the plan, the results table, the checks before a run dir is made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+from rich.console import Console
+
+from hermes_runner.commands.job import check_run_name, load_distributions, print_plan, print_results, summary_lines
+from hermes_runner.errors import ConfigError
+from hermes_runner.run.plan import Plan
+
+from tests.helpers.inprocess import run_cfg
+
+
+def console() -> Console:
+    return Console(record=True, width=200, soft_wrap=True)
+
+
+def test_a_run_name_that_is_no_plain_directory_name_is_refused():
+    check_run_name(OmegaConf.create({"run_name": "my_run"}))
+    with pytest.raises(ConfigError):
+        check_run_name(OmegaConf.create({"run_name": "../../x"}))
+    with pytest.raises(ConfigError):
+        check_run_name(OmegaConf.create({}), ["ok", "a/b"])  # a sweep's values
+
+
+def test_the_shipped_distributions_load_with_their_schema():
+    names = {d.name for d in load_distributions()}
+    assert {"default", "minimal", "terminal_only"} <= names
+
+
+def test_the_plan_line_says_what_runs(tmp_path):
+    c = console()
+    plan = Plan(total=6, done=2, to_run=4, retry=1, skipped_failed=0, rejected=1)
+    print_plan(c, run_cfg(tmp_path), plan, Path("outputs/unit"))
+    text = c.export_text()
+    assert text.startswith("unit: 6 prompts in scope, 2 already done, 4 to run (1 retries of failed prompts), 1 bad")
+    assert "outputs/unit/rejected.jsonl" in text
+
+
+def test_the_summary_adds_up_and_says_how_to_retry(tmp_path):
+    stats = {
+        "prompts": {"ok": 3, "completed": 2, "partial": 1, "stopped": 0, "discarded": 1, "failed": 1, "pending": 0,
+                    "total": 5},
+        "discarded_by_reason": {"no_reasoning": 1}, "failed_by_error": {"PromptTimeout": 1},
+    }  # fmt: skip
+    lines = summary_lines(stats, tmp_path, retry_failed=False)
+    assert "3 kept = 2 completed + 1 partial + 0 stopped; 1 discarded (no_reasoning 1); 1 failed" in lines[0]
+    assert "retry_failed=true" in lines[-1] and str(tmp_path / "failures.jsonl") in lines[-1]
+
+
+def test_the_results_table_or_why_there_is_none():
+    c = console()
+    print_results(c, {"results": []})
+    assert "no scores recorded" in c.export_text()
+    row = {"model": "m", "scorer": "answer", "n": 4, "k": 2, "pass_at_1": 0.5, "pass_at_1_se": 0.1, "pass_at_k": 0.75,
+           "pass_at_k_se": None, "tokens": 1200, "cost_usd": 0.01}  # fmt: skip
+    print_results(c, {"results": [row]})
+    text = c.export_text()
+    assert "pass@2" in text and "0.500 ± 0.100" in text and "0.750" in text and "1,200" in text
