@@ -154,10 +154,7 @@ def entry(
     with name "" and error "not scored"), `reward` the primary's value (0.0 unscored)."""
     p = result.prompt
     stats, errors = tool_stats(result, tool_names)
-    spent = Usage.from_dict(result.usage.as_dict())
-    spent.add(result.saved)  # the conversation's calls, paid now or replayed from the cache: the same entry either way
-    usage = {k: (float(v) if k == "cost_usd" else int(v)) for k, v in spent.as_dict().items()}
-    return {
+    out = {
         "prompt_index": int(p.index),
         "conversations": conversations(result, system_prompt, layout),
         "metadata": {
@@ -174,14 +171,24 @@ def entry(
         "partial": bool(result.partial),
         "stop_reason": str(result.stop_reason),
         "discard_reason": str(discard_reason),
-        "api_calls": int(result.api_calls + result.cache_hits),
+        "api_calls": 0,
         "toolsets_used": [str(t) for t in result.toolsets],
         "tool_stats": stats,
         "tool_error_counts": errors,
-        "usage": usage,
+        "usage": {},
         "reward": float(reward),
         "scores": [score_record(r) for r in scores] or [unscored_record()],
     }
+    return count(out, result)
+
+
+def count(entry: dict, result: Conversation) -> dict:
+    """The entry with the calls and usage of `result` (paid now or replayed from the cache: the same entry)."""
+    spent = Usage.from_dict(result.usage.as_dict())
+    spent.add(result.saved)
+    entry["api_calls"] = int(result.api_calls + result.cache_hits)
+    entry["usage"] = {k: (float(v) if k == "cost_usd" else int(v)) for k, v in spent.as_dict().items()}
+    return entry
 
 
 def score_record(rec: dict) -> dict:
