@@ -23,27 +23,24 @@ import pickle
 import socket
 import sys
 import threading
-import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import hermes_runner
-from hermes_runner.agent.session import Failure, Outcome
+from hermes_runner.agent.session import Outcome
 from hermes_runner.agent.worker import WorkerSpec
 from hermes_runner.config.root import RunConfig
 from hermes_runner.errors import ConfigError, RemoteCallError, WorkerLost
-from hermes_runner.executors.base import Work, acquire, release
+from hermes_runner.executors.base import WORKER_LOST, Dispatcher, Slot, Work
 from hermes_runner.executors.local import LocalExecutor
 from hermes_runner.model.base import CallHook, Completion
-from hermes_runner.usage import Usage
 
 log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT_S = 30.0  # time workers get to close their sandboxes before they are killed
 START_TIMEOUT_S = 120.0  # time a worker gets to import and start its sandbox backend
-WORKER_LOST = "WorkerLost"
 _HEADER = 4
 
 
@@ -118,14 +115,11 @@ def rebuild_end(end: tuple) -> tuple[BaseException | None, Completion | None]:
 
 
 @dataclass
-class _Worker:
-    """The runner's view of one worker process."""
+class _Worker(Slot):
+    """The runner's view of one worker process (state: starting | ready | dead)."""
 
-    number: int
     proc: asyncio.subprocess.Process | None = None
     link: Link | None = None
-    state: str = "starting"  # starting | ready | dead
-    load: int = 0
     restarts: int = 0
     error: str | None = None
     runs: dict[int, asyncio.Future] = field(default_factory=dict)  # request id -> its Outcome
@@ -137,14 +131,16 @@ class _Worker:
         return self.proc.pid if self.proc else None
 
 
-class ProcessExecutor(LocalExecutor):
+class ProcessExecutor(Dispatcher, LocalExecutor):
     """The LocalExecutor loop over `work` that runs each prompt in one of N worker processes."""
+
+    noun, lost_errors = "worker process", (WorkerLost,)
 
     def __init__(
         self, cfg: RunConfig, spec: WorkerSpec, hooks: Sequence[CallHook], tool_hooks: Sequence[CallHook], n: int
     ):
         super().__init__(cfg.num_workers)
-        self.ecfg = cfg.executor
+        self.ecfg, self.max_redispatch = cfg.executor, cfg.executor.max_redispatch
         self.spec = spec
         self.hooks = {"main": list(hooks), "tool": list(tool_hooks)}
         self.n = n
@@ -160,7 +156,7 @@ class ProcessExecutor(LocalExecutor):
     async def start(self) -> None:
         self.spec.pool_size = math.ceil(self.num_workers / self.n)
         log.info("starting %d worker processes x %d sessions", self.n, self.spec.pool_size)
-        self.workers = [_Worker(i) for i in range(self.n)]
+        self.workers = self.slots = [_Worker(i) for i in range(self.n)]
         await asyncio.gather(*(self._spawn(w) for w in self.workers))
         try:
             async with self._changed:
@@ -182,15 +178,10 @@ class ProcessExecutor(LocalExecutor):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
         try:
             w.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "hermes_runner.executors.procworker",
-                str(theirs.fileno()),
-                pass_fds=(theirs.fileno(),),
-                stdin=asyncio.subprocess.DEVNULL,
-                env=env,
+                sys.executable, "-m", "hermes_runner.executors.procworker", str(theirs.fileno()),
+                pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL, env=env,
                 start_new_session=True,  # Ctrl-C reaches the runner alone, which stops the workers
-            )
+            )  # fmt: skip
         finally:
             theirs.close()
         w.state, w.error, w.load = "starting", None, 0
@@ -231,16 +222,12 @@ class ProcessExecutor(LocalExecutor):
                 kind = msg[0]
                 if kind == "before":  # (rid, cid, hooks, estimate): the runner's hooks, then "go"
                     self._before(w, *msg[1:])
-                elif kind == "after":  # (cid, end)
-                    fut = w.ends.pop(msg[1], None)
+                elif kind in ("after", "done"):  # (cid, end) of a call, (rid, outcome) of a prompt
+                    fut = (w.ends if kind == "after" else w.runs).pop(msg[1], None)
                     if fut is not None and not fut.done():
                         fut.set_result(msg[2])
                 elif kind == "retry":  # (rid, hooks, end)
                     self._retry(*msg[1:])
-                elif kind == "done":  # (rid, outcome)
-                    fut = w.runs.pop(msg[1], None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(msg[2])
                 elif kind == "log":  # (level, logger, message): through the runner's handlers (run.log, redaction)
                     logging.getLogger(msg[2]).log(msg[1], "[worker %d] %s", w.number, msg[3])
                 elif kind == "ready":
@@ -310,69 +297,34 @@ class ProcessExecutor(LocalExecutor):
             return
         w.restarts += 1
         await self._spawn(w)
-        async with self._changed:
-            self._changed.notify_all()
+        await self._set_state(w, w.state)
 
     # -- the work ------------------------------------------------------------------------
 
-    async def _acquire(self) -> _Worker | None:
-        return await acquire(self._changed, self.workers, self._per_worker)
-
-    def _per_worker(self) -> int:
+    def _cap(self) -> int:
         """Sessions one worker may hold: the run's in-flight limit spread over the workers still alive."""
         return math.ceil(self.num_workers / max(1, sum(w.state != "dead" for w in self.workers)))
 
-    async def _release(self, w: _Worker) -> None:
-        await release(self._changed, w)
-
-    async def work(self, prompt) -> Outcome:
-        """Run one prompt in some worker process; send it again if that process dies."""
-        started = time.monotonic()
-        lost = 0
-        while True:
-            w = await self._acquire()
-            if w is None:
-                if not self._stopping:
-                    log.error("no worker process is left: no new prompt starts (rerun to continue)")
-                    self.stop()
-                return _failure(prompt, WORKER_LOST, "no worker process is left", started)
-            rid = next(self._ids)
-            fut = w.runs[rid] = asyncio.get_running_loop().create_future()
-            self._contexts[rid] = contextvars.copy_context()
-            link = w.link
-            try:
-                if link is None:
-                    raise WorkerLost(f"worker process {w.pid} ended")
-                link.send(("run", rid, prompt))
-                return await fut
-            except WorkerLost as exc:
-                lost += 1
-                if lost > self.ecfg.max_redispatch:
-                    bound = self.ecfg.max_redispatch
-                    msg = f"{exc}; lost with its worker {lost} times (executor.max_redispatch={bound})"
-                    return _failure(prompt, WORKER_LOST, msg, started)
-                log.warning("prompt %d lost with worker process %d (%s); sending it again", prompt.index, w.number, exc)
-            except asyncio.CancelledError:
-                if w.link is link:
-                    link.send(("cancel", rid))  # its session sees CancelledError and closes its sandbox
-                raise
-            finally:
-                w.runs.pop(rid, None)
-                self._contexts.pop(rid, None)
-                await self._release(w)
+    async def _send(self, w: _Worker, prompt, started: float) -> Outcome:
+        rid = next(self._ids)
+        fut = w.runs[rid] = asyncio.get_running_loop().create_future()
+        self._contexts[rid] = contextvars.copy_context()
+        link = w.link
+        try:
+            if link is None:
+                raise WorkerLost(f"worker process {w.pid} ended")
+            link.send(("run", rid, prompt))
+            return await fut
+        except asyncio.CancelledError:
+            if w.link is link:
+                link.send(("cancel", rid))  # its session sees CancelledError and closes its sandbox
+            raise
+        finally:
+            w.runs.pop(rid, None)
+            self._contexts.pop(rid, None)
 
 
-def _failure(prompt, error_type: str, error: str, started: float) -> Failure:
-    return Failure(prompt, error_type, error, duration_s=time.monotonic() - started, usage=Usage())
-
-
-@asynccontextmanager
-async def process_executor(
+def process_executor(
     cfg: RunConfig, spec: WorkerSpec, hooks: Sequence[CallHook], tool_hooks: Sequence[CallHook], n: int
-) -> AsyncIterator[tuple[ProcessExecutor, Work]]:
-    executor = ProcessExecutor(cfg, spec, hooks, tool_hooks, n)
-    try:
-        await executor.start()
-        yield executor, executor.work
-    finally:
-        await executor.close()
+) -> AbstractAsyncContextManager[tuple[ProcessExecutor, Work]]:
+    return ProcessExecutor(cfg, spec, hooks, tool_hooks, n).running()

@@ -17,20 +17,20 @@ import os
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import hermes_runner
-from hermes_runner.agent.session import Failure, Outcome, SessionRunner
+from hermes_runner.agent.session import Outcome, SessionRunner
 from hermes_runner.agent.worker import WorkerSpec, session_runner
 from hermes_runner.config import ExecutorConfig, RateLimitConfig
 from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError
-from hermes_runner.executors.base import Work, acquire, release
+from hermes_runner.executors.base import Dispatcher, Slot, Work, failure
 from hermes_runner.executors.local import LocalExecutor
 from hermes_runner.model.ratelimit import EndpointLimiter
 from hermes_runner.usage import Usage
@@ -40,13 +40,13 @@ try:
     from ray.exceptions import RayActorError, RayError, WorkerCrashedError
 except ImportError:  # pragma: no cover - exercised only without the extra
     ray = None
+    RayActorError = WorkerCrashedError = RayError = ConnectionError  # (never raised: no actor runs)
 
 log = logging.getLogger(__name__)
 
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2  # outcomes are small; a local cluster needs little shared memory
 CLOSE_TIMEOUT_S = 30.0  # time actors get to close their sandboxes before they are killed
 WAIT_LOG_EVERY_S = 30.0
-WORKER_LOST = "WorkerLost"
 
 
 class SessionActor:
@@ -94,13 +94,10 @@ def _share(limit: RateLimitConfig, share: float) -> RateLimitConfig:
 
 
 @dataclass
-class _Slot:
-    """The driver's view of one actor."""
+class _Slot(Slot):
+    """The driver's view of one actor (state: starting | ready | lost (probing a restart) | dead)."""
 
-    number: int
-    actor: Any
-    state: str = "starting"  # starting | ready | lost (probing a restart) | dead
-    load: int = 0
+    actor: Any = None
     pid: int | None = None
     error: BaseException | None = None
 
@@ -149,8 +146,10 @@ def _connect(ecfg: ExecutorConfig, common: dict) -> None:
         )
 
 
-class RayExecutor(LocalExecutor):
+class RayExecutor(Dispatcher, LocalExecutor):
     """The LocalExecutor loop over `work` that runs each prompt on a Ray actor."""
+
+    noun, lost_errors = "Ray worker", (RayActorError, WorkerCrashedError)
 
     def __init__(self, cfg: RunConfig, spec: WorkerSpec, on_usage: Callable[[Usage], None] | None = None):
         super().__init__(cfg.num_workers)
@@ -159,7 +158,7 @@ class RayExecutor(LocalExecutor):
             raise ConfigError(f"executor.sessions_per_worker must be >= 1, not {ecfg.sessions_per_worker}")
         if ecfg.max_redispatch < 0:
             raise ConfigError(f"executor.max_redispatch must be >= 0, not {ecfg.max_redispatch}")
-        self.ecfg = ecfg
+        self.ecfg, self.max_redispatch = ecfg, ecfg.max_redispatch
         self.spec = spec
         self.on_usage = on_usage  # told each prompt's usage as it comes back (the run's budget)
         self.per_actor = min(ecfg.sessions_per_worker, cfg.num_workers)
@@ -191,7 +190,7 @@ class RayExecutor(LocalExecutor):
         )
         log.info("starting %d Ray actors x %d sessions", n, self.per_actor)
         for number in range(n):
-            slot = _Slot(number, actor_cls.remote(self.spec))
+            slot = _Slot(number, actor=actor_cls.remote(self.spec))
             self.slots.append(slot)
             self._probe(slot)
         await self._await_first_ready(n)
@@ -247,53 +246,33 @@ class RayExecutor(LocalExecutor):
         self._probes.add(task)
         task.add_done_callback(self._probes.discard)
 
-    def _lost(self, slot: _Slot, exc: BaseException) -> None:
+    def _gone(self, slot: _Slot, exc: BaseException) -> str:
         if slot.state == "ready":
             log.warning("Ray worker %d (pid %s) lost: %s", slot.number, slot.pid, _cause(exc))
             slot.state = "lost"
             self._probe(slot)  # Ray restarts it (max_restarts); the probe returns when it is back
+        return _cause(exc)
 
-    async def _acquire(self) -> _Slot | None:
-        return await acquire(self._changed, self.slots, lambda: self.per_actor)
-
-    async def _release(self, slot: _Slot) -> None:
-        await release(self._changed, slot)
+    def _cap(self) -> int:
+        return self.per_actor
 
     # -- the work ------------------------------------------------------------------------
 
-    async def work(self, prompt: Prompt) -> Outcome:
-        """Run one prompt on some actor; re-dispatch it if its actor dies."""
-        started = time.monotonic()
-        lost = 0
-        while True:
-            slot = await self._acquire()
-            if slot is None:
-                if not self._stopping:
-                    log.error("no live Ray worker is left: no new prompt starts (rerun to continue)")
-                    self.stop()
-                return _failure(prompt, WORKER_LOST, "no live Ray worker is left", started)
-            try:
-                ref = slot.actor.run.remote(prompt)
-                try:
-                    outcome = await ref
-                    if self.on_usage:
-                        self.on_usage(outcome.usage)
-                    return outcome
-                except asyncio.CancelledError:
-                    with contextlib.suppress(Exception):
-                        ray.cancel(ref)  # an async actor task: its session sees CancelledError and cleans up
-                    raise
-            except (RayActorError, WorkerCrashedError) as exc:
-                lost += 1
-                self._lost(slot, exc)
-                if lost > self.ecfg.max_redispatch:
-                    msg = f"lost with its Ray worker {lost} times (executor.max_redispatch={self.ecfg.max_redispatch})"
-                    return _failure(prompt, WORKER_LOST, msg, started)
-                log.warning("prompt %d lost with Ray worker %d; dispatching it again", prompt.index, slot.number)
-            except RayError as exc:
-                return _failure(prompt, type(exc).__name__, _cause(exc), started)
-            finally:
-                await self._release(slot)
+    async def _send(self, slot: _Slot, prompt: Prompt, started: float) -> Outcome:
+        ref = slot.actor.run.remote(prompt)
+        try:
+            outcome = await ref
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)  # an async actor task: its session sees CancelledError and cleans up
+            raise
+        except self.lost_errors:
+            raise
+        except RayError as exc:
+            return failure(prompt, type(exc).__name__, _cause(exc), started)
+        if self.on_usage:
+            self.on_usage(outcome.usage)
+        return outcome
 
 
 def _cause(exc: BaseException | None) -> str:
@@ -303,17 +282,7 @@ def _cause(exc: BaseException | None) -> str:
     return text[-1] if text else type(cause).__name__
 
 
-def _failure(prompt: Prompt, error_type: str, error: str, started: float) -> Failure:
-    return Failure(prompt, error_type, error, duration_s=time.monotonic() - started)
-
-
-@asynccontextmanager
-async def ray_executor(
+def ray_executor(
     cfg: RunConfig, spec: WorkerSpec, on_usage: Callable[[Usage], None] | None = None
-) -> AsyncIterator[tuple[RayExecutor, Work]]:
-    executor = RayExecutor(cfg, spec, on_usage)
-    try:
-        await executor.start()
-        yield executor, executor.work
-    finally:
-        await executor.close()
+) -> AbstractAsyncContextManager[tuple[RayExecutor, Work]]:
+    return RayExecutor(cfg, spec, on_usage).running()
