@@ -140,9 +140,10 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     """A run dir whose ledger holds `n` finished (ok) entries, written through the store API."""
     from bench.common import compose
     from hermes_runner.agent.loop import SessionResult, StopReason
+    from hermes_runner.config import as_container
     from hermes_runner.dataset import Prompt, read_prompts
     from hermes_runner.run.record import _summary, classify
-    from hermes_runner.rundir.manifest import write_manifest
+    from hermes_runner.rundir.manifest import data_config, write_manifest
     from hermes_runner.rundir.store import RunStore
     from hermes_runner.tools.backends import unavailable
     from hermes_runner.tools.catalog import tool_names, tools_for
@@ -154,7 +155,8 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     overrides = base_overrides("http://127.0.0.1:9/v1", dataset, run_dir, "resume")
     cfg = compose(overrides)
     run_dir.mkdir(parents=True)
-    write_manifest(cfg, run_dir, unavailable(cfg))
+    data = data_config(as_container(cfg), unavailable(cfg.tools, cfg.model, cfg.distribution))
+    write_manifest(run_dir, data, cfg.run_name)
     names = tool_names()
     call = {
         "id": "call_0",
@@ -171,7 +173,7 @@ def build_finished_run(work: Path, n: int) -> tuple[Path, list[str]]:
     res.stop_reason, res.api_calls = StopReason.final_answer, 2
     res.tool_calls = [("terminal", True)]
     res.usage = Usage(prompt_tokens=900, completion_tokens=60, total_tokens=960)
-    status, _, summary = classify(res, cfg, names)
+    status, _, summary = classify(res, cfg.filters, names)
     template = entries.entry(res, batch_num=0, model="scripted", tool_names=names, system_prompt=cfg.system_prompt)
     line = json.dumps(template, ensure_ascii=False)
     store = RunStore(run_dir)

@@ -5,11 +5,13 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     room            what is in it
     commands/       every console command and the only printing: runner (`hermes-runner`, `python run.py`: the
                     Hydra app, --help, completion), job (the Hydra job: run.execute_run, printed; run_and_print)
-    run/            one invocation: invocation (prepare, drive, record, signals, finalize; execute_run), record
-                    (filters + ledger record), outputs (checkpoint, trajectories, statistics), plan, budget,
-                    progress, estimate (+ the dry run), discards, rescore (`hermes-score`: new scores, no agent)
+    run/            one invocation: wiring (the composition root: the parts from the config's sections),
+                    invocation (prepare, drive, finalize; execute_run), record (filters + ledger record, Recorder),
+                    spend, signals, outputs (checkpoint, trajectories, statistics), plan, budget, progress,
+                    estimate (+ the dry run), discards, rescore (`hermes-score`: new scores, no agent)
     report/         the HTML report: page, __main__, summary, plots, svg, viewer, assets/ (reads data, never code)
-    executors/      keep num_workers sessions in flight: base (Executor, Work), local, ray; open_executor
+    executors/      keep num_workers sessions in flight: base (Executor, Work, the redispatch loop), local,
+                    processes, ray; open_executor
     agent/          loop (Agent, StopReason, SessionResult), session (one prompt, errors as Failures), worker
     scorers/        scorers of finished trajectories: base (Score record, Scorer Protocol, Job), verify, match,
                     judge, python; open_scorers

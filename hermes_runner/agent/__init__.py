@@ -2,7 +2,7 @@
 needs to run sessions. It may import tools/, model/, sandbox/ and the vocabulary, never executors/ or run/."""
 
 from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult, StopReason
-from hermes_runner.agent.session import Failure, Outcome, SessionRunner
+from hermes_runner.agent.session import Failure, Outcome, SessionRunner, SessionSpec
 from hermes_runner.agent.worker import WorkerSpec, session_runner
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "Outcome",
     "SessionResult",
     "SessionRunner",
+    "SessionSpec",
     "StopReason",
     "WorkerSpec",
     "session_runner",

@@ -78,6 +78,7 @@ class SessionResult:
     duration_s: float = 0.0
     scores: list[dict] = field(default_factory=list)  # one record per scorer, the primary's first (score/)
     reward: float = 0.0  # the primary scorer's value (0.0 unscored)
+    entry: dict | None = None  # its trajectory entry, built once by the session (trajectory/entry.py)
     # Every model and tool call in order, for the report's timeline (rundir TIMELINE): model calls
     # {k: "model", t, dur, in, out, retries, finish}, tool calls {k: "tool", n, t, dur, ok, exit};
     # t: seconds from the prompt's start.

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
 
 from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
-from hermes_runner.config import ErrorClass
-from hermes_runner.config.root import RunConfig
+from hermes_runner.config import DistributionConfig, ErrorClass, OutputLayout, RetryConfig, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import (
     BrokenStream,
@@ -58,6 +57,19 @@ class Failure:
 Outcome = SessionResult | Failure
 
 
+@dataclass
+class SessionSpec:
+    """What a prompt's session takes of the config: its sections and the few run values it needs."""
+
+    sandbox: SandboxConfig
+    distribution: DistributionConfig
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    layout: OutputLayout = OutputLayout.hermes  # output.layout of the entry
+    model_name: str = ""  # model.name: the entry's model when the replies name none
+    seed: int = 0  # of the toolset draw
+    timeout_s: float | None = None  # limits.timeout_s
+
+
 def error_class(exc: BaseException) -> ErrorClass | None:
     """The retry.on class of a prompt's error; None for errors a new attempt cannot mend (bad input, endpoint down)."""
     if isinstance(exc, EndpointDown):
@@ -78,28 +90,28 @@ class SessionRunner:
 
     def __init__(
         self,
-        cfg: RunConfig,
         model: ChatModel,
         backend: SandboxBackend,
         settings: AgentSettings,
+        spec: SessionSpec,
         unavailable_images: dict[str, str] | None = None,
         services: dict | None = None,
         unavailable_toolsets: Collection[str] = (),
         scorers: Scorers | None = None,
     ):
-        self.cfg = cfg
+        self.spec, self.system_prompt = spec, settings.system_prompt
         self.agent = Agent(model, settings)
         self.backend = backend
         self.unavailable = unavailable_images or {}
         self.services = services or {}
         self.unavailable_toolsets = frozenset(unavailable_toolsets)  # dropped: never offered
         self.scorers = scorers or Scorers({}, [])
-        self.fill = stats_names(set(cfg.distribution.toolsets) - self.unavailable_toolsets)  # tool_stats keys
+        self.fill = stats_names(set(spec.distribution.toolsets) - self.unavailable_toolsets)  # tool_stats keys
 
     async def __call__(self, prompt: Prompt) -> Outcome:
         """Run the prompt, again after a back-off while it fails in a way `retry.on` names (up to
         `retry.max_attempts`); the failures before the last outcome ride on it (`earlier_failures`)."""
-        retry = self.cfg.retry
+        retry = self.spec.retry
         earlier: list[Failure] = []
 
         def keep(state: RetryCallState) -> None:
@@ -120,6 +132,8 @@ class SessionRunner:
             outcome.retries += f.retries
             outcome.cache_hits += f.cache_hits
             outcome.saved.add(f.saved)
+        if isinstance(outcome, SessionResult):
+            entries.count(outcome.entry, outcome)  # the spend of every attempt and of the scorers' models
         return outcome
 
     async def _attempt(self, prompt: Prompt, earlier: list[Failure]) -> Outcome:
@@ -131,14 +145,15 @@ class SessionRunner:
     async def _once(self, prompt: Prompt) -> Outcome:
         started = time.monotonic()
         CALL_SCOPE.set(CallScope(prompt.sample))  # this attempt's calls: their sample index, identical ones counted
-        toolsets = distributions.sample(self.cfg.distribution, self.cfg.seed, prompt.key, self.unavailable_toolsets)
+        spec = self.spec
+        toolsets = distributions.sample(spec.distribution, spec.seed, prompt.key, self.unavailable_toolsets)
         res = SessionResult(prompt, tools_for(toolsets), toolsets)
         try:
-            async with asyncio.timeout(self.cfg.limits.timeout_s):
+            async with asyncio.timeout(spec.timeout_s):
                 return await self._run(res)
         except TimeoutError:  # the SDK's cancellation traceback says nothing: the limit and where it hit does
             err = PromptTimeout(
-                f"prompt exceeded limits.timeout_s={self.cfg.limits.timeout_s:g}s "
+                f"prompt exceeded limits.timeout_s={spec.timeout_s:g}s "
                 f"(stopped after {time.monotonic() - started:.1f}s, {res.api_calls} model calls)"
             )
             return self._failure(res, err, started, err)
@@ -147,19 +162,28 @@ class SessionRunner:
 
     async def _run(self, res: SessionResult) -> SessionResult:
         prompt = res.prompt
-        image = prompt.image or self.cfg.sandbox.image
+        box = self.spec.sandbox
+        image = prompt.image or box.image
         if image and image in self.unavailable:
             raise ImageUnavailable(f"image {image!r} is not available: {self.unavailable[image]}")
         sandbox = await self.backend.create(prompt)
         ctx = ToolContext(
             sandbox,
-            command_timeout_s=self.cfg.sandbox.command_timeout_s,
-            max_output_chars=self.cfg.sandbox.max_output_chars,
+            command_timeout_s=box.command_timeout_s,
+            max_output_chars=box.max_output_chars,
             services=self.services,
             usage=res.usage,
         )
         try:
             await self.agent.run(res, ctx)
+            res.entry = entries.entry(  # once, here: the scorers judge it, the runner writes it (batch, reason)
+                res,
+                batch_num=-1,
+                model=res.model or self.spec.model_name,
+                tool_names=self.fill,
+                system_prompt=self.system_prompt,
+                layout=self.spec.layout,
+            )
             if self.scorers:
                 await self._score(res, sandbox)  # before the sandbox goes: verify looks at what the agent left
             return res
@@ -168,18 +192,10 @@ class SessionRunner:
 
     async def _score(self, res: SessionResult, sandbox: Sandbox) -> None:
         """Every scorer's record (the primary's first) and the reward; the judge's spend goes to res.usage."""
-        cfg = self.cfg
-        entry = entries.entry(
-            res,
-            batch_num=-1,
-            model=res.model or cfg.model.name,
-            tool_names=self.fill,
-            system_prompt=cfg.system_prompt,
-            layout=cfg.output.layout,
-        )
-        scores = await self.scorers.score(Job(entry, row_of(res.prompt), sandbox, res.usage))
-        res.scores = self.scorers.ordered(scores)
+        scores = await self.scorers.score(Job(res.entry, row_of(res.prompt), sandbox, res.usage))
+        res.scores = res.entry["scores"] = self.scorers.ordered(scores)
         res.reward = reward_of(res.scores, self.scorers.primary)
+        res.entry["reward"] = float(res.reward)
 
     @staticmethod
     def _failure(res: SessionResult, err: BaseException, started: float, cause: BaseException) -> Failure:

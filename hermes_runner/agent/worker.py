@@ -12,26 +12,35 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
 from hermes_runner.agent.loop import AgentSettings
-from hermes_runner.agent.session import SessionRunner
-from hermes_runner.config.root import RunConfig
+from hermes_runner.agent.session import SessionRunner, SessionSpec
+from hermes_runner.config import CacheConfig, ModelConfig, ProviderConfig, ReasoningConfig, ScorerConfig, ToolsConfig
 from hermes_runner.model.base import CallHook
 from hermes_runner.model.cache import CachedModel, endpoint_identity, open_cache
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.sandbox import make_backend
 from hermes_runner.scorers import open_scorers
-from hermes_runner.tools import backends as tool_services
+from hermes_runner.tools.backends import ToolServices, drawable
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class WorkerSpec:
-    """Everything needed to build a SessionRunner anywhere: config and plain values only."""
+    """Everything needed to build a SessionRunner anywhere: config sections and plain values only."""
 
-    cfg: RunConfig
-    run_dir: str
+    session: SessionSpec
     settings: AgentSettings
-    base_url: str | None = None  # a served model's URL (None: cfg.model.base_url)
+    model: ModelConfig
+    run_name: str
+    run_dir: str
+    provider: ProviderConfig = field(default_factory=ProviderConfig)
+    reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    scorers: dict[str, ScorerConfig] = field(default_factory=dict)
+    max_tokens: int | None = None  # the run's max_tokens
+    tool_pool: int = 4  # HTTP connections of each tool's model client
+    base_url: str | None = None  # a served model's URL (None: model.base_url)
     images: dict[str, int] = field(default_factory=dict)  # image -> prompts that need it
     pool_size: int = 4  # HTTP connections of this process's model client
     toolsets_dropped: dict[str, str] = field(default_factory=dict)  # toolset -> missing backend: never offered
@@ -46,31 +55,24 @@ async def session_runner(
 
     `hooks` meter the run's model calls (rate limit, budget); `tool_hooks` those of tools' models (budget).
     """
-    cfg = spec.cfg
     async with AsyncExitStack() as stack:
-        backend = make_backend(cfg.sandbox, cfg.run_name, spec.run_dir)
+        backend = make_backend(spec.session.sandbox, spec.run_name, spec.run_dir)
         unavailable = await backend.start(set(spec.images))
         stack.push_async_callback(backend.shutdown)
         for image, reason in unavailable.items():
             log.error("image %s unavailable (%d prompts will fail): %s", image, spec.images.get(image, 0), reason)
         model = OpenAIChatModel(
-            cfg.model,
-            cfg.provider,
-            cfg.reasoning,
-            cfg.max_tokens,
-            pool_size=spec.pool_size,
-            base_url=spec.base_url,
-            hooks=hooks,
+            spec.model, spec.provider, spec.reasoning, spec.max_tokens, spec.pool_size, spec.base_url, hooks
         )
         stack.push_async_callback(model.aclose)
-        if (cache := open_cache(cfg.cache)) is not None:  # in front of the meters: a hit is no call
+        if (cache := open_cache(spec.cache)) is not None:  # in front of the meters: a hit is no call
             stack.callback(cache.close)
-            model = CachedModel(model, cache, endpoint_identity(cfg.model), cfg.seed)
+            model = CachedModel(model, cache, endpoint_identity(spec.model), spec.session.seed)
         dropped = spec.toolsets_dropped
-        services = tool_services.ToolServices(
-            cfg, set(tool_services.drawable(cfg)) - set(dropped), spec.base_url, hooks=tool_hooks
-        )
+        toolsets = set(drawable(spec.session.distribution)) - set(dropped)
+        services = ToolServices(spec.tools, spec.model, toolsets, spec.base_url, tool_hooks, spec.tool_pool)
         stack.push_async_callback(services.aclose)
-        scorers = open_scorers(cfg, main_url=spec.base_url, hooks=tool_hooks)  # a judge is metered like a tool's model
+        scorers = open_scorers(spec.scorers, spec.model, spec.base_url, tool_hooks)  # a judge: metered like a tool
         stack.push_async_callback(scorers.aclose)
-        yield SessionRunner(cfg, model, backend, spec.settings, unavailable, services.by_toolset, dropped, scorers)
+        parts = unavailable, services.by_toolset, dropped, scorers
+        yield SessionRunner(model, backend, spec.settings, spec.session, *parts)

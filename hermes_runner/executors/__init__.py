@@ -11,29 +11,29 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from hermes_runner.config import ExecutorKind
+from hermes_runner.config import ExecutorConfig, ExecutorKind
 from hermes_runner.errors import ConfigError
 from hermes_runner.executors.base import Executor, Work
 from hermes_runner.executors.local import LocalExecutor
 
 if TYPE_CHECKING:
     from hermes_runner.agent.worker import WorkerSpec
-    from hermes_runner.config.root import RunConfig
     from hermes_runner.model.base import CallHook
     from hermes_runner.usage import Usage
 
 __all__ = ["Executor", "LocalExecutor", "Work", "open_executor", "worker_processes"]
 
 
-def worker_processes(cfg: RunConfig) -> int:
+def worker_processes(ecfg: ExecutorConfig, num_workers: int) -> int:
     """How many worker processes the local executor uses (1: none, the sessions run in the runner's process)."""
-    n = cfg.executor.processes or os.cpu_count() or 1
-    return max(1, min(n, cfg.num_workers))
+    n = ecfg.processes or os.cpu_count() or 1
+    return max(1, min(n, num_workers))
 
 
 @asynccontextmanager
 async def open_executor(
-    cfg: RunConfig,
+    ecfg: ExecutorConfig,
+    num_workers: int,
     spec: WorkerSpec,
     hooks: Sequence[CallHook],
     tool_hooks: Sequence[CallHook],
@@ -45,21 +45,21 @@ async def open_executor(
     tools' models (vision, MoA). On Ray, each actor paces its share of the rate limit itself, and `on_usage`
     is told each prompt's usage as it comes back.
     """
-    backend = cfg.executor.backend
-    if backend == ExecutorKind.local and (n := worker_processes(cfg)) > 1:
+    backend = ecfg.backend
+    if backend == ExecutorKind.local and (n := worker_processes(ecfg, num_workers)) > 1:
         from hermes_runner.executors.processes import process_executor
 
-        async with process_executor(cfg, spec, hooks, tool_hooks, n) as (executor, work):
+        async with process_executor(ecfg, num_workers, spec, hooks, tool_hooks, n) as (executor, work):
             yield executor, work
     elif backend == ExecutorKind.local:
         from hermes_runner.agent.worker import session_runner
 
         async with session_runner(spec, hooks=hooks, tool_hooks=tool_hooks) as runner:
-            yield LocalExecutor(cfg.num_workers), runner
+            yield LocalExecutor(num_workers), runner
     elif backend == ExecutorKind.ray:
         from hermes_runner.executors.ray import ray_executor
 
-        async with ray_executor(cfg, spec, on_usage) as (executor, work):
+        async with ray_executor(ecfg, num_workers, spec, on_usage) as (executor, work):
             yield executor, work
     else:
         raise ConfigError(f"unknown executor.backend {backend!r} ({', '.join(ExecutorKind)})")

@@ -31,7 +31,7 @@ from pathlib import Path
 import hermes_runner
 from hermes_runner.agent.session import Outcome
 from hermes_runner.agent.worker import WorkerSpec
-from hermes_runner.config.root import RunConfig
+from hermes_runner.config import ExecutorConfig
 from hermes_runner.errors import ConfigError, RemoteCallError, WorkerLost
 from hermes_runner.executors.base import WORKER_LOST, Dispatcher, Slot, Work
 from hermes_runner.executors.local import LocalExecutor
@@ -137,10 +137,11 @@ class ProcessExecutor(Dispatcher, LocalExecutor):
     noun, lost_errors = "worker process", (WorkerLost,)
 
     def __init__(
-        self, cfg: RunConfig, spec: WorkerSpec, hooks: Sequence[CallHook], tool_hooks: Sequence[CallHook], n: int
-    ):
-        super().__init__(cfg.num_workers)
-        self.ecfg, self.max_redispatch = cfg.executor, cfg.executor.max_redispatch
+        self, ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: Sequence[CallHook],
+        tool_hooks: Sequence[CallHook], n: int,
+    ):  # fmt: skip
+        super().__init__(num_workers)
+        self.ecfg, self.max_redispatch = ecfg, ecfg.max_redispatch
         self.spec = spec
         self.hooks = {"main": list(hooks), "tool": list(tool_hooks)}
         self.n = n
@@ -325,6 +326,7 @@ class ProcessExecutor(Dispatcher, LocalExecutor):
 
 
 def process_executor(
-    cfg: RunConfig, spec: WorkerSpec, hooks: Sequence[CallHook], tool_hooks: Sequence[CallHook], n: int
-) -> AbstractAsyncContextManager[tuple[ProcessExecutor, Work]]:
-    return ProcessExecutor(cfg, spec, hooks, tool_hooks, n).running()
+    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: Sequence[CallHook],
+    tool_hooks: Sequence[CallHook], n: int,
+) -> AbstractAsyncContextManager[tuple[ProcessExecutor, Work]]:  # fmt: skip
+    return ProcessExecutor(ecfg, num_workers, spec, hooks, tool_hooks, n).running()

@@ -84,13 +84,13 @@ async def serve(fd: int) -> None:
     _, spec = await link.recv()
     root = logging.getLogger()
     root.handlers[:] = [LinkHandler(link)]  # the runner writes them (its console, run.log), redacted there too
-    root.setLevel(logging.INFO if spec.cfg.verbose else logging.WARNING)
+    root.setLevel(logging.INFO if spec.settings.verbose else logging.WARNING)
     waiting: dict[int, asyncio.Future] = {}
     ids = itertools.count()
     hooks = [RelayHook(link, "main", waiting, ids)]
     tool_hooks = [RelayHook(link, "tool", waiting, ids)]
     sessions: dict[int, asyncio.Task] = {}
-    with redacting_logs(Redactor.from_sources(as_container(spec.cfg))):
+    with redacting_logs(Redactor.from_sources(as_container(spec))):  # (its sections name the api_key_env)
         try:
             runner_cm = session_runner(spec, hooks=hooks, tool_hooks=tool_hooks)
             runner = await runner_cm.__aenter__()

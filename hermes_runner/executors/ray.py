@@ -27,7 +27,6 @@ import hermes_runner
 from hermes_runner.agent.session import Outcome, SessionRunner
 from hermes_runner.agent.worker import WorkerSpec, session_runner
 from hermes_runner.config import ExecutorConfig, RateLimitConfig
-from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError
 from hermes_runner.executors.base import Dispatcher, Slot, Work, failure
@@ -54,7 +53,8 @@ class SessionActor:
 
     def __init__(self, spec: WorkerSpec):
         logging.basicConfig(
-            level=logging.INFO if spec.cfg.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+            level=logging.INFO if spec.settings.verbose else logging.WARNING,
+            format="%(levelname)s %(name)s: %(message)s",
         )
         self.spec = spec
         self._stack: AsyncExitStack | None = None
@@ -65,7 +65,7 @@ class SessionActor:
         async with self._lock:
             if self._runner is None:
                 spec = self.spec
-                limiter = EndpointLimiter(_share(spec.cfg.model.rate_limit, spec.rate_share), spec.pool_size)
+                limiter = EndpointLimiter(_share(spec.model.rate_limit, spec.rate_share), spec.pool_size)
                 stack = AsyncExitStack()
                 self._runner = await stack.enter_async_context(session_runner(spec, hooks=[limiter]))
                 self._stack = stack
@@ -151,9 +151,10 @@ class RayExecutor(Dispatcher, LocalExecutor):
 
     noun, lost_errors = "Ray worker", (RayActorError, WorkerCrashedError)
 
-    def __init__(self, cfg: RunConfig, spec: WorkerSpec, on_usage: Callable[[Usage], None] | None = None):
-        super().__init__(cfg.num_workers)
-        ecfg = cfg.executor
+    def __init__(
+        self, ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, on_usage: Callable[[Usage], None] | None = None
+    ):
+        super().__init__(num_workers)
         if ecfg.sessions_per_worker < 1:
             raise ConfigError(f"executor.sessions_per_worker must be >= 1, not {ecfg.sessions_per_worker}")
         if ecfg.max_redispatch < 0:
@@ -161,7 +162,7 @@ class RayExecutor(Dispatcher, LocalExecutor):
         self.ecfg, self.max_redispatch = ecfg, ecfg.max_redispatch
         self.spec = spec
         self.on_usage = on_usage  # told each prompt's usage as it comes back (the run's budget)
-        self.per_actor = min(ecfg.sessions_per_worker, cfg.num_workers)
+        self.per_actor = min(ecfg.sessions_per_worker, num_workers)
         self.slots: list[_Slot] = []
         self._changed = asyncio.Condition()
         self._probes: set[asyncio.Task] = set()
@@ -178,7 +179,7 @@ class RayExecutor(Dispatcher, LocalExecutor):
             )
         n = math.ceil(self.num_workers / self.per_actor)
         self.spec.pool_size, self.spec.rate_share = self.per_actor, 1.0 / n
-        base = self.spec.base_url or self.spec.cfg.model.base_url
+        base = self.spec.base_url or self.spec.model.base_url
         if self.ecfg.address and any(h in base for h in ("://127.", "://localhost", "://[::1]")):
             log.warning("model URL %s is loopback: workers on other nodes cannot reach it", base)
         actor_cls = ray.remote(SessionActor).options(
@@ -283,6 +284,6 @@ def _cause(exc: BaseException | None) -> str:
 
 
 def ray_executor(
-    cfg: RunConfig, spec: WorkerSpec, on_usage: Callable[[Usage], None] | None = None
+    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, on_usage: Callable[[Usage], None] | None = None
 ) -> AbstractAsyncContextManager[tuple[RayExecutor, Work]]:
-    return RayExecutor(cfg, spec, on_usage).running()
+    return RayExecutor(ecfg, num_workers, spec, on_usage).running()

@@ -8,8 +8,9 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from hermes_runner.config import OutputLayout
+from hermes_runner.config import CacheMode, OutputLayout
 from hermes_runner.config.root import RunConfig
+from hermes_runner.model.ratelimit import Throttle
 from hermes_runner.run.plan import Plan
 from hermes_runner.rundir.layout import BATCH_GLOB, CHECKPOINT, FEATURES_FILE, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.manifest import now
@@ -128,17 +129,7 @@ def write_statistics(
         "total_batches": len(batches),
         "completed_at": now(),
         "duration_seconds": round(duration_s, 3),
-        "prompts": {
-            "total": plan.total,
-            "ok": s.ok,
-            "completed": s.completed,
-            "partial": s.partial,
-            "stopped": s.stopped,
-            "discarded": sum(s.discarded.values()),
-            "failed": sum(s.failed.values()),
-            "pending": max(0, plan.total - s.ok - sum(s.discarded.values()) - sum(s.failed.values())),
-            "rejected_lines": plan.rejected,
-        },
+        "prompts": _prompts(plan, s),
         "stop_reasons": _positive(s.stop_reasons),
         "stopped_reasons": _positive(s.stopped_reasons),
         "not_in_dataset": {"prompts": out_of_scope, **s.out_of_scope},
@@ -152,21 +143,7 @@ def write_statistics(
         "toolsets_sampled": _positive(s.toolsets_sampled),
         "toolsets_unavailable": toolsets_dropped,
         "usage": usage.as_dict(),
-        "api_calls": s.api_calls + calls.unrecorded_api_calls,
-        "retries": s.retries + calls.unrecorded_errors,
-        "model_calls": {
-            "started": calls.started,
-            "answered": calls.answered,
-            "failed": calls.failed,
-            "unanswered": calls.unanswered,
-            "of_unrecorded_prompts": calls.unrecorded_api_calls,
-        },
-        "cache": {  # replies replayed from the response cache (docs/caching.md): no call made, nothing spent
-            "mode": cfg.cache.mode.value,
-            "hits": s.cache_hits,
-            "tokens_saved": s.saved.total_tokens,
-            "cost_saved_usd": round(s.saved.cost_usd, 6),
-        },
+        **_calls(s, calls, cfg.cache.mode),
         "prompt_seconds": round(s.prompt_seconds, 3),
         "invocations": invocations,
         "stopped_by_budget": stopped_by_budget,
@@ -179,6 +156,40 @@ def write_statistics(
         stats["results"] = s.scores.results(k, model)
     atomic_write_json(run_dir / STATISTICS, stats)
     return stats
+
+
+def _prompts(plan: Plan, s: RunStats) -> dict:
+    """The prompts of the current dataset by status."""
+    discarded, failed = sum(s.discarded.values()), sum(s.failed.values())
+    return {
+        "total": plan.total, "ok": s.ok, "completed": s.completed, "partial": s.partial, "stopped": s.stopped,
+        "discarded": discarded, "failed": failed, "pending": max(0, plan.total - s.ok - discarded - failed),
+        "rejected_lines": plan.rejected,
+    }  # fmt: skip
+
+
+def _calls(s: RunStats, calls: CallLog, cache: CacheMode) -> dict:
+    """The run's model calls: of the records and of the prompts never recorded; the replies of the cache."""
+    return {
+        "api_calls": s.api_calls + calls.unrecorded_api_calls,
+        "retries": s.retries + calls.unrecorded_errors,
+        "model_calls": {k: getattr(calls, k) for k in ("started", "answered", "failed", "unanswered")}
+        | {"of_unrecorded_prompts": calls.unrecorded_api_calls},
+        "cache": {  # replies replayed from the response cache (docs/caching.md): no call made, nothing spent
+            "mode": cache.value,
+            "hits": s.cache_hits,
+            "tokens_saved": s.saved.total_tokens,
+            "cost_saved_usd": round(s.saved.cost_usd, 6),
+        },
+    }
+
+
+def pace(ran: int, seconds: float, t: Throttle) -> dict:
+    """What this invocation ran: prompts, time, rate; retries, 429s and back-off at the endpoint."""
+    return {
+        "prompts": ran, "seconds": round(seconds, 3), "prompts_per_s": round(ran / seconds, 3) if seconds > 0 else 0.0,
+        "retries": t.retries, "rate_limited": t.rate_limited, "backoff_seconds": round(t.backoff_s, 3),
+    }  # fmt: skip
 
 
 def write_features(run_dir: Path, fill: list[str], layout: OutputLayout) -> None:

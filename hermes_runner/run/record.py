@@ -1,16 +1,26 @@
-"""A finished prompt's ledger record: the summary every outcome gets, and the filters that keep or discard it."""
+"""A finished prompt's ledger record: the summary every outcome gets, the filters that keep or discard it, and
+the `Recorder` that writes it (with its entry, or its failure) to the run directory."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from hermes_runner.agent.loop import SessionResult
-from hermes_runner.agent.session import Failure
-from hermes_runner.config import HallucinatedToolPolicy
-from hermes_runner.config.root import RunConfig
+from hermes_runner.agent.session import Failure, Outcome
+from hermes_runner.config import FiltersConfig, HallucinatedToolPolicy, ScorerConfig
+from hermes_runner.errors import ENDPOINT_DOWN_ERRORS
 from hermes_runner.rundir.manifest import now
+from hermes_runner.rundir.stats import RunStats
+from hermes_runner.rundir.store import LedgerState, Ref, RunStore, dumps_line
+from hermes_runner.scorers import unscored
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.trajectory.entry import NOT_SCORED
+from hermes_runner.util.redact import Redactor
+
+log = logging.getLogger(__name__)
 
 
 def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int) -> dict:
@@ -34,7 +44,7 @@ def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int
     return rec
 
 
-def classify(res: SessionResult, cfg: RunConfig, names: list[str]) -> tuple[str, str | None, dict]:
+def classify(res: SessionResult, filters: FiltersConfig, names: list[str]) -> tuple[str, str | None, dict]:
     """Apply the filters: (status, discard reason, stats summary)."""
     turns, with_r = entries.reasoning_turns(res)
     unknown = Counter(n for n, _ in res.tool_calls if n not in set(names))
@@ -49,11 +59,11 @@ def classify(res: SessionResult, cfg: RunConfig, names: list[str]) -> tuple[str,
         "completed": res.completed, "partial": res.partial, "stop": res.stop_reason,
         "turns": turns, "reasoning_turns": with_r, "tools": tools, "unknown_tools": dict(unknown),
     }  # fmt: skip
-    if cfg.filters.require_reasoning and with_r == 0:
+    if filters.require_reasoning and with_r == 0:
         return "discarded", "no_reasoning", summary
-    if unknown and cfg.filters.hallucinated_tools == HallucinatedToolPolicy.drop:
+    if unknown and filters.hallucinated_tools == HallucinatedToolPolicy.drop:
         return "discarded", "hallucinated_tool", summary
-    if cfg.filters.min_reward is not None and res.reward < cfg.filters.min_reward:
+    if filters.min_reward is not None and res.reward < filters.min_reward:
         return "discarded", "low_reward", summary
     return "ok", None, summary
 
@@ -65,3 +75,94 @@ def ledger_scores(scores: list[dict]) -> list[dict]:
     """The score records as the ledger keeps them (the entry has the rest: explanation, output, details); records
     that stand for no judgment ("not scored") are left out, so statistics count real scores only."""
     return [{k: s[k] for k in LEDGER_SCORE_KEYS} for s in scores if s.get("error") != NOT_SCORED]
+
+
+@dataclass
+class Recorder:
+    """Writes each finished prompt of an invocation to the run dir: its failed attempts, then its entry and ledger
+    record (or its failure); closes a batch file once its last prompt is in."""
+
+    store: RunStore
+    state: LedgerState
+    stats: RunStats
+    plan_index: dict[str, int]  # recorded key -> its index in the current dataset
+    redact: Redactor
+    invocation: int
+    filters: FiltersConfig
+    scorers: dict[str, ScorerConfig]
+    names: list[str]  # the registered tools
+    model_name: str  # model.name: the record's model when the replies name none
+    batch_size: int
+    first_batch: int  # this invocation's first batch
+    to_run: int  # this invocation's prompts
+    on_endpoint_down: Callable[[str], None]
+    verbose: bool = False
+    batch_left: dict[int, int] = field(default_factory=dict)  # open batches: prompts still to record
+
+    def record(self, outcome: Outcome, batch: int) -> str:
+        """Write the outcome; its status (ok, discarded, failed)."""
+        p = outcome.prompt
+        self._attempts(outcome, batch)
+        rec = _summary(outcome, p.key, p.index, self.invocation)
+        rec["batch"] = batch
+        if p.digest:
+            rec["digest"] = p.digest  # a row with an id: a later edit of it is told (plan.make_plan)
+        if outcome.timeline:
+            self.store.write_timeline({"key": p.key, "inv": self.invocation, "calls": outcome.timeline})
+        status = self._failed(outcome, rec) if isinstance(outcome, Failure) else self._finished(outcome, rec)
+        self.plan_index[p.key] = p.index
+        self.stats.add(rec)
+        self.state.attempts.add((p.key, self.invocation))
+        left = self.batch_left[batch] = self.batch_left.get(batch, self._batch_total(batch)) - 1
+        if left <= 0:
+            del self.batch_left[batch]
+            self.store.close_batch(batch)
+        return status
+
+    def _failed(self, outcome: Failure, rec: dict) -> str:
+        p, error = outcome.prompt, self.redact.text(outcome.error)
+        if outcome.error_type in ENDPOINT_DOWN_ERRORS:
+            self.on_endpoint_down(error)
+        else:
+            log.warning("prompt %d failed: %s: %s", p.index, outcome.error_type, error)
+        rec.update(error_type=outcome.error_type, error=error)
+        if outcome.attempt > 1:
+            rec["attempt"] = outcome.attempt  # the last of its in-run attempts
+        self.store.write_failure(rec, {"traceback": self.redact.text(outcome.traceback), "prompt": p.prompt[:2000]})
+        self.state.failed[p.key] = rec
+        return "failed"
+
+    def _finished(self, outcome: SessionResult, rec: dict) -> str:
+        p, entry = outcome.prompt, outcome.entry  # (built by the session)
+        if self.scorers and not outcome.scores:
+            outcome.scores = entry["scores"] = unscored(self.scorers)  # e.g. a worker of an older version
+        status, reason, summary = classify(outcome, self.filters, self.names)
+        rec.update(summary, model=outcome.model or self.model_name)
+        if self.scorers:
+            rec.update(reward=outcome.reward, scores=ledger_scores(outcome.scores))
+        if reason:
+            rec["reason"] = reason
+        batch = rec["batch"]
+        entry["metadata"]["batch_num"], entry["discard_reason"] = batch, reason or ""
+        self.store.write_trajectory(status, batch, dumps_line(entry), rec)
+        self.state.terminal[p.key] = Ref(
+            status, rec["file"], rec["offset"], rec["length"], p.index, batch, p.digest, p.sample
+        )  # fmt: skip
+        self.state.failed.pop(p.key, None)
+        if self.verbose:
+            log.info("prompt %d %s%s", p.index, status, f" ({reason})" if reason else "")
+        return status
+
+    def _attempts(self, outcome: Outcome, batch: int) -> None:
+        """The failed in-run attempts before the outcome: each in failures.jsonl (retry.max_attempts)."""
+        p = outcome.prompt
+        for f in outcome.earlier_failures:
+            error = self.redact.text(f.error)
+            log.warning("prompt %d attempt %d failed (retrying): %s: %s", p.index, f.attempt, f.error_type, error)
+            rec = _summary(f, p.key, p.index, self.invocation)
+            rec.update(batch=batch, attempt=f.attempt, error_type=f.error_type, error=error)
+            self.store.write_attempt({**rec, "traceback": self.redact.text(f.traceback), "prompt": p.prompt[:2000]})
+
+    def _batch_total(self, batch: int) -> int:
+        """How many of this invocation's prompts go to `batch` (all full but the last)."""
+        return min(self.batch_size, self.to_run - (batch - self.first_batch) * self.batch_size)

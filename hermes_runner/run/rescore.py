@@ -101,7 +101,7 @@ class Rescoring:
         self.primary = primary_name(self.all)
         self.records: dict[str, dict] = {}
         self.counts = {"scored": 0, "skipped": 0, "errors": 0}
-        self.budget = RunBudget(run.cfg.limits, run.spent())
+        self.budget = RunBudget(run.cfg.limits, run.spend.total(run.stats.usage))
         self.mapping = Mapping(run.cfg.dataset)  # the run's dataset.fields: where target and verify are
 
     def todo(self) -> list[str]:
@@ -170,7 +170,7 @@ class Rescoring:
 
     async def __call__(self, concurrency: int) -> dict:
         cfg = self.run.cfg
-        scorers = open_scorers(cfg, self.new, hooks=[self.budget.tools])
+        scorers = open_scorers(self.new, cfg.model, hooks=[self.budget.tools])
         handles: dict[str, int] = {}
         gate = asyncio.Semaphore(concurrency)
 

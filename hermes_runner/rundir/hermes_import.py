@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hermes_runner.config.root import RunConfig
+from hermes_runner.config import DatasetConfig
 from hermes_runner.dataset import Prompt, read_prompts
 from hermes_runner.errors import ForeignRunDirError
 from hermes_runner.rundir.layout import CHECKPOINT, STATISTICS, TRAJECTORIES
@@ -229,8 +229,11 @@ def _record(ln: _Line, p: Prompt) -> dict:
     }
 
 
-def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> list[dict] | None:
-    """Import the original runner's finished prompts into a new ledger (see the module doc).
+def adopt(
+    run_dir: Path, dataset_file: str, dataset: DatasetConfig, resume: bool = True, write: bool = True
+) -> list[dict] | None:
+    """Import the original runner's finished prompts, matched to the rows of `dataset_file` (read as `dataset`
+    says), into a new ledger (see the module doc).
 
     Returns the ledger records of the imported prompts, None when `run_dir` is not the original's. Raises
     ForeignRunDirError (nothing changed) when it cannot tell. `write=False` (dry run) changes nothing on disk:
@@ -239,7 +242,7 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> list[dict] | Non
     run_dir = Path(run_dir)
     if not is_foreign(run_dir):
         return None
-    if not cfg.resume:
+    if not resume:
         raise ForeignRunDirError(
             f"{run_dir} holds a run of the original Hermes batch runner and resume=false: drop resume=false to "
             "import its finished prompts, or choose another run_name"
@@ -249,8 +252,8 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> list[dict] | Non
     sources = batches or ([MERGED] if MERGED in files else [])  # no batch files: its merge has the same lines
     lines = [ln for name in sources for ln in _read_lines(name, files[name])]
     done_idx = _checkpoint(files.get(CHECKPOINT))
-    prompts = list(read_prompts(cfg.dataset_file, options=cfg.dataset))  # all: max_samples/shard change no key
-    matched = _match(lines, prompts, cfg.dataset_file)
+    prompts = list(read_prompts(dataset_file, options=dataset))  # the whole dataset: max_samples/shard change no key
+    matched = _match(lines, prompts, dataset_file)
     by_index = {p.index: p for p in prompts}
     # Checkpointed indices without a line: discarded by the original. Only where its indices are ours.
     no_line = sorted(done_idx - {ln.entry.get("prompt_index") for ln in lines})
@@ -258,7 +261,7 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> list[dict] | Non
     if no_line and not (consistent and all(i in by_index for i in no_line)):
         raise ForeignRunDirError(
             f"the original runner's {CHECKPOINT} lists {len(no_line)} finished prompts without a trajectory "
-            f"(discarded, e.g. without reasoning), and its indices do not match {cfg.dataset_file}: cannot tell "
+            f"(discarded, e.g. without reasoning), and its indices do not match {dataset_file}: cannot tell "
             f"which prompts they are. Remove {CHECKPOINT} to run them again, or use the dataset that run used"
         )
     imported = {p.key for _, p in matched}
@@ -268,11 +271,7 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> list[dict] | Non
         "its batch files stay as they are, its checkpoint, statistics and merged trajectories move to %s/",
         run_dir, len(matched), f" and {len(tombstones)} discarded ones" if tombstones else "", ORIGINAL_DIR,
     )  # fmt: skip
-    records = [_record(ln, p) for ln, p in matched]
-    if tombstones:
-        data = _discarded(tombstones, records)
-        if write:
-            atomic_write(run_dir / DISCARDED, data)
+    records = [_record(ln, p) for ln, p in matched] + _tombstones(run_dir, tombstones, write)
     if not write:
         return records
     (run_dir / ORIGINAL_DIR).mkdir(exist_ok=True)
@@ -283,9 +282,9 @@ def adopt(cfg: RunConfig, run_dir: Path, write: bool = True) -> list[dict] | Non
     return records
 
 
-def _discarded(prompts: list[Prompt], records: list[dict]) -> bytes:
-    """The lines of discarded.jsonl for prompts the original discarded without a line; their records go to `records`."""
-    data, offset = [], 0
+def _tombstones(run_dir: Path, prompts: list[Prompt], write: bool) -> list[dict]:
+    """The records of the prompts the original discarded without a line: each with one in discarded.jsonl."""
+    records, data, offset = [], [], 0
     for p in prompts:
         line = dumps_line({
             "prompt_index": p.index, "conversations": [{"from": "human", "value": p.prompt}],
@@ -298,7 +297,9 @@ def _discarded(prompts: list[Prompt], records: list[dict]) -> bytes:
         })  # fmt: skip
         data.append(line)
         offset += len(line)
-    return b"".join(data)
+    if data and write:
+        atomic_write(run_dir / DISCARDED, b"".join(data))
+    return records
 
 
 def preview(state: LedgerState, records: list[dict] | None, on_record: Callable[[dict], None]) -> None:

@@ -12,8 +12,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hermes_runner.config import DATA_KEYS, as_container, select  # noqa: F401  (DATA_KEYS re-exported)
-from hermes_runner.config.root import RunConfig
+from hermes_runner.config import DATA_KEYS, select  # noqa: F401  (DATA_KEYS re-exported)
 from hermes_runner.errors import ConfigError
 from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
 from hermes_runner.rundir.store import atomic_write, atomic_write_json
@@ -22,9 +21,9 @@ from hermes_runner.util.redact import Redactor
 log = logging.getLogger(__name__)
 
 
-def data_config(cfg: RunConfig, dropped: Collection[str]) -> dict:
-    """The options that define the run's data, with the toolsets dropped for want of a backend."""
-    conf = as_container(cfg)
+def data_config(conf: dict, dropped: Collection[str]) -> dict:
+    """The options that define the run's data (of the config as plain values), with the toolsets dropped for
+    want of a backend (services.check_toolsets)."""
     out = {key: select(conf, key) for key in DATA_KEYS}
     # Toolsets dropped for want of a backend change what prompts are offered.
     out["toolsets_unavailable"] = sorted(dropped) or None
@@ -36,23 +35,19 @@ def _diff(old: dict, new: dict) -> list[str]:
     return [f"{k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}" for k in new if k in old and old[k] != new[k]]
 
 
-def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Redactor | None = None) -> int:
-    """Check resume rules against the manifest; return the invocation number. Nothing is written:
-    `write_manifest` does that once the run has started.
-
-    `dropped`: the distribution's toolsets left out for want of a backend (services.check_toolsets).
-    """
+def open_run(run_dir: Path, current: dict, run_name: str, resume: bool = True, force_resume: bool = False) -> int:
+    """Check resume rules of the run's `current` data config (`data_config`) against the manifest; return the
+    invocation number. Nothing is written: `write_manifest` does that once the run has started."""
     manifest = run_dir / MANIFEST
-    current = (redact or Redactor())(data_config(cfg, dropped))
     if manifest.exists():
-        if not cfg.resume:
+        if not resume:
             raise ConfigError(
-                f"run directory {run_dir} already holds run {cfg.run_name!r} and resume=false. "
+                f"run directory {run_dir} already holds run {run_name!r} and resume=false. "
                 f"To start fresh, delete {run_dir} or choose another run_name; to continue it, drop resume=false."
             )
         old = json.loads(manifest.read_text())
         changes = _diff(old.get("data_config", {}), current)
-        if changes and not cfg.force_resume:
+        if changes and not force_resume:
             raise ConfigError(
                 "the configuration that defines this run's data changed since it began:\n  "
                 + "\n  ".join(changes)
@@ -65,20 +60,12 @@ def open_run(cfg: RunConfig, run_dir: Path, dropped: Collection[str], redact: Re
     return n
 
 
-def write_manifest(
-    cfg: RunConfig,
-    run_dir: Path,
-    dropped: Collection[str],
-    redact: Redactor | None = None,
-    tool_toolsets: dict[str, str] | None = None,
-) -> None:
-    """Write `run.json` (the guard of the run's data config) unless it exists: call it once the run starts.
-
-    `tool_toolsets`: tool -> its toolset, for readers that know no tools (the report)."""
+def write_manifest(run_dir: Path, current: dict, run_name: str, tool_toolsets: dict[str, str] | None = None) -> None:
+    """Write `run.json` (the guard of the run's `current` data config) unless it exists: call it once the run
+    starts. `tool_toolsets`: tool -> its toolset, for readers that know no tools (the report)."""
     manifest = run_dir / MANIFEST
     if not manifest.exists():
-        current = (redact or Redactor())(data_config(cfg, dropped))
-        body = {"run_name": cfg.run_name, "created": now(), "data_config": current}
+        body = {"run_name": run_name, "created": now(), "data_config": current}
         if tool_toolsets is not None:
             body["tool_toolsets"] = dict(sorted(tool_toolsets.items()))
         atomic_write_json(manifest, body)
@@ -93,10 +80,10 @@ def _stamp(t: float) -> str:
 
 
 def start_invocation(
-    run_dir: Path, n: int, cfg: RunConfig, overrides: list[str], started: float, redact: Redactor | None = None
+    run_dir: Path, n: int, config: dict, overrides: list[str], started: float, redact: Redactor | None = None
 ) -> None:
-    """Append this invocation's record (`ended: null` until `end_invocation`), fsynced: a killed
-    invocation stays recorded."""
+    """Append this invocation's record (`ended: null` until `end_invocation`) with its whole `config` (as plain
+    values), fsynced: a killed invocation stays recorded."""
     redact = redact or Redactor()
     entry = {
         "invocation": n,
@@ -106,7 +93,7 @@ def start_invocation(
         "pid": os.getpid(),
         "argv": redact(sys.argv[1:]),
         "overrides": redact(list(overrides)),
-        "config": redact(as_container(cfg)),
+        "config": redact(config),
     }
     fd = os.open(run_dir / INVOCATIONS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

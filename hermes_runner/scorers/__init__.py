@@ -13,8 +13,7 @@ import importlib
 import logging
 from collections.abc import Mapping, Sequence
 
-from hermes_runner.config import ScorerConfig, ScorerKind
-from hermes_runner.config.root import RunConfig
+from hermes_runner.config import ModelConfig, ScorerConfig, ScorerKind
 from hermes_runner.errors import ScoreError
 from hermes_runner.scorers.base import NOT_SCORED, Job, Score, Scorer, final_answer, row_from_entry, row_of
 
@@ -113,21 +112,17 @@ class Scorers:
 
 
 def open_scorers(
-    cfg: RunConfig,
-    configs: Mapping[str, ScorerConfig] | None = None,
-    main_url: str | None = None,
-    hooks: Sequence[object] = (),
+    configs: Mapping[str, ScorerConfig], model: ModelConfig, main_url: str | None = None, hooks: Sequence[object] = ()
 ) -> Scorers:
-    """Build the scorers of `configs` (default: cfg.scorers); a judge's model meters its calls with `hooks`."""
+    """Build the scorers of `configs`; a judge's model (the run's `model` by default) meters its calls with `hooks`."""
     from hermes_runner.tools.backends.endpoints import chat_model
 
-    configs = cfg.scorers if configs is None else configs
     built: list[Scorer] = []
     for name, sc in configs.items():
         cls = scorer_class(sc.kind)
         if sc.kind == ScorerKind.judge:
-            ep = dataclasses.replace(sc.judge.endpoint, model=sc.judge.endpoint.model or cfg.model.name)
-            built.append(cls(name, sc, chat_model(ep, cfg.model, main_url, 8, hooks)))
+            ep = dataclasses.replace(sc.judge.endpoint, model=sc.judge.endpoint.model or model.name)
+            built.append(cls(name, sc, chat_model(ep, model, main_url, 8, hooks)))
         else:
             built.append(cls(name, sc))
     return Scorers(configs, built)

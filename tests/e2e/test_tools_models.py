@@ -68,9 +68,9 @@ def test_vision_endpoint_with_its_own_key_env(tools_cfg, server, monkeypatch):
         f"tools.vision.endpoint.base_url={server.url}", "tools.vision.endpoint.api_key_env=HR_TEST_VISION_KEY"
     )
     monkeypatch.delenv("HR_TEST_VISION_KEY", raising=False)
-    assert "HR_TEST_VISION_KEY" in unavailable(c)["vision"]
+    assert "HR_TEST_VISION_KEY" in unavailable(c.tools, c.model, c.distribution)["vision"]
     monkeypatch.setenv("HR_TEST_VISION_KEY", "sk-vision-123")
-    assert "vision" not in unavailable(c)
+    assert "vision" not in unavailable(c.tools, c.model, c.distribution)
 
     async def body(ctx):
         return await call(

@@ -58,9 +58,11 @@ def test_unconfigured_search_is_reported(tools_cfg, monkeypatch):
     c = tools_cfg(
         "distribution=minimal", "tools.web.search_backend=tavily", "tools.web.tavily.api_key_env=HR_TEST_TAVILY"
     )
-    assert "HR_TEST_TAVILY" in unavailable(c)["web"]
-    assert "searxng.url" in unavailable(tools_cfg("distribution=minimal", "tools.web.searxng.url=null"))["web"]
-    assert "no search backend" in unavailable(tools_cfg("distribution=minimal", "tools.web.search_backend=null"))["web"]
+    assert "HR_TEST_TAVILY" in unavailable(c.tools, c.model, c.distribution)["web"]
+    c = tools_cfg("distribution=minimal", "tools.web.searxng.url=null")
+    assert "searxng.url" in unavailable(c.tools, c.model, c.distribution)["web"]
+    c = tools_cfg("distribution=minimal", "tools.web.search_backend=null")
+    assert "no search backend" in unavailable(c.tools, c.model, c.distribution)["web"]
 
 
 def test_extract_html_pdf_text_and_redirect(tools_cfg, local_site):

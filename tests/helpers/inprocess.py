@@ -22,6 +22,7 @@ from hermes_runner.config import (
 )
 from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import Prompt
+from hermes_runner.run import wiring
 from hermes_runner.sandbox.local import LocalBackend
 from hermes_runner.testing.model import ScriptedModel
 from hermes_runner.tools.base import ToolContext
@@ -102,7 +103,8 @@ async def session(
 ) -> list[Outcome]:
     """The outcomes of `prompts` run one by one by a SessionRunner on `model` and a real local backend."""
     async with local_backend(Path(cfg.sandbox.local.root)) as backend:
-        runner = SessionRunner(cfg, model, backend, settings or AgentSettings(max_turns=cfg.max_turns), **runner_kw)
+        settings = settings or AgentSettings(max_turns=cfg.max_turns)
+        runner = SessionRunner(model, backend, settings, wiring.session_spec(cfg), **runner_kw)
         return [await runner(p) for p in prompts]
 
 

@@ -56,7 +56,7 @@ def write(run_dir: Path, cfg: RunConfig | None = None) -> Path:
     store.lock()
     names = tool_names()
     for res in (completed(), unreasoned()):
-        status, reason, summary = classify(res, cfg, names)
+        status, reason, summary = classify(res, cfg.filters, names)
         e = entries.entry(res, batch_num=0, model="m", tool_names=names, system_prompt="", discard_reason=reason or "")
         rec = {
             **_summary(res, res.prompt.key, res.prompt.index, 0),

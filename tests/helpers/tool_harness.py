@@ -59,7 +59,7 @@ def run_tools(cfg: RunConfig, toolsets: list[str], body: Callable[..., Awaitable
     async def main() -> Any:
         backend = LocalBackend(cfg.sandbox, "tooltest")
         await backend.start(set())
-        services = ToolServices(cfg, toolsets)
+        services = ToolServices(cfg.tools, cfg.model, toolsets, pool=max(4, cfg.num_workers))
         ctxs = []
         try:
             for i in range(tasks):

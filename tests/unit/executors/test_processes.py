@@ -10,7 +10,6 @@ import openai
 import pytest
 
 from hermes_runner.config import ExecutorConfig, LimitsConfig, RateLimitConfig, check
-from hermes_runner.config.root import RunConfig
 from hermes_runner.errors import ConfigError, RemoteCallError
 from hermes_runner.executors import worker_processes
 from hermes_runner.executors.processes import call_end, rebuild_end
@@ -20,10 +19,6 @@ from hermes_runner.run.budget import RunBudget
 from hermes_runner.usage import Usage
 
 from tests.helpers.run import compose_cfg
-
-
-def cfg_with(**executor) -> RunConfig:
-    return RunConfig(executor=ExecutorConfig(**executor), num_workers=8)
 
 
 @pytest.mark.parametrize(
@@ -42,11 +37,11 @@ def test_bad_processes_are_config_errors(overrides, message):
 
 
 def test_worker_count():
-    assert worker_processes(cfg_with()) == 1  # the default: the sessions stay in the runner's process
-    assert worker_processes(cfg_with(processes=3)) == 3
-    assert worker_processes(cfg_with(processes=None)) == min(8, os.cpu_count() or 1)
-    assert worker_processes(cfg_with(processes=0)) == min(8, os.cpu_count() or 1)
-    assert worker_processes(RunConfig(executor=ExecutorConfig(processes=16), num_workers=4)) == 4  # never idle
+    assert worker_processes(ExecutorConfig(), 8) == 1  # the default: the sessions stay in the runner's process
+    assert worker_processes(ExecutorConfig(processes=3), 8) == 3
+    assert worker_processes(ExecutorConfig(processes=None), 8) == min(8, os.cpu_count() or 1)
+    assert worker_processes(ExecutorConfig(processes=0), 8) == min(8, os.cpu_count() or 1)
+    assert worker_processes(ExecutorConfig(processes=16), 4) == 4  # never idle
 
 
 def test_a_workers_429_backs_off_the_runners_limiter():

@@ -21,7 +21,7 @@ def cfg_with(tmp_path, **filters):
 
 def test_a_clean_conversation_is_kept_with_its_summary(tmp_path):
     res, _ = talk([{"tool_calls": [TERM, TERM], "reasoning": "r"}, {"tool_calls": [{"name": "read_file", "arguments": {}}]}, FINAL], tmp_path)  # fmt: skip
-    status, reason, summary = classify(res, cfg_with(tmp_path), tool_names())
+    status, reason, summary = classify(res, cfg_with(tmp_path).filters, tool_names())
     assert (status, reason) == ("ok", None)
     assert summary == {
         "completed": True, "partial": False, "stop": "final_answer", "turns": 3, "reasoning_turns": 2,
@@ -35,7 +35,7 @@ def test_a_clean_conversation_is_kept_with_its_summary(tmp_path):
 )
 def test_hallucinated_tools_follow_the_policy(tmp_path, policy, status, reason):
     res, _ = talk([{"tool_calls": [GHOST, TERM], "reasoning": "r"}, {"tool_calls": [GHOST]}, FINAL], tmp_path)
-    got = classify(res, cfg_with(tmp_path, hallucinated_tools=policy), tool_names())
+    got = classify(res, cfg_with(tmp_path, hallucinated_tools=policy).filters, tool_names())
     assert got[:2] == (status, reason)
     assert got[2]["unknown_tools"] == {"teleport": 2} and got[2]["tools"] == {"terminal": [1, 0]}
 
@@ -43,21 +43,21 @@ def test_hallucinated_tools_follow_the_policy(tmp_path, policy, status, reason):
 def test_a_tool_outside_the_known_names_counts_as_hallucinated(tmp_path):
     res, _ = talk([{"tool_calls": [TERM], "reasoning": "r"}, FINAL], tmp_path)
     names = [n for n in tool_names() if n != "terminal"]
-    status, reason, summary = classify(res, cfg_with(tmp_path), names)
+    status, reason, summary = classify(res, cfg_with(tmp_path).filters, names)
     assert (status, reason, summary["unknown_tools"], summary["tools"]) == ("discarded", "hallucinated_tool", {"terminal": 1}, {})  # fmt: skip
 
 
 @pytest.mark.parametrize(("required", "status"), [(True, "discarded"), (False, "ok")])
 def test_no_reasoning_in_any_turn_follows_require_reasoning(tmp_path, required, status):
     res, _ = talk([{"tool_calls": [TERM]}, {"content": "plain"}], tmp_path)
-    got = classify(res, cfg_with(tmp_path, require_reasoning=required), tool_names())
+    got = classify(res, cfg_with(tmp_path, require_reasoning=required).filters, tool_names())
     assert got[0] == status and got[1] == ("no_reasoning" if required else None)
     assert (got[2]["turns"], got[2]["reasoning_turns"]) == (2, 0)
 
 
 def test_no_reasoning_is_checked_before_hallucinated_tools(tmp_path):
     res, _ = talk([{"tool_calls": [GHOST]}, {"content": "plain"}], tmp_path)
-    assert classify(res, cfg_with(tmp_path), tool_names())[:2] == ("discarded", "no_reasoning")
+    assert classify(res, cfg_with(tmp_path).filters, tool_names())[:2] == ("discarded", "no_reasoning")
 
 
 @pytest.mark.parametrize(
@@ -69,7 +69,7 @@ def test_no_reasoning_is_checked_before_hallucinated_tools(tmp_path):
 )
 def test_a_stopped_conversation_is_kept_and_says_why(tmp_path, steps, stop, partial):
     res, _ = talk(steps, tmp_path, settings=AgentSettings(max_turns=2))
-    status, _, summary = classify(res, cfg_with(tmp_path), tool_names())
+    status, _, summary = classify(res, cfg_with(tmp_path).filters, tool_names())
     assert (status, summary["stop"], summary["partial"], summary["completed"]) == ("ok", stop, partial, False)
 
 

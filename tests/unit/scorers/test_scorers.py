@@ -173,7 +173,7 @@ def test_row_from_entry_gives_back_the_dataset_row():
 
 def test_open_scorers_builds_every_kind(make_cfg, tmp_path):
     cfg = make_cfg("+scorer@scorers.a=match", "+scorer@scorers.q=judge", "+scorer@scorers.v=verify")
-    scorers = open_scorers(cfg)
+    scorers = open_scorers(cfg.scorers, cfg.model)
     assert [s.kind for s in scorers.items] == [ScorerKind.match, ScorerKind.judge, ScorerKind.verify]
     assert scorers.primary == "a"
     asyncio.run(scorers.aclose())

@@ -1,0 +1,83 @@
+"""The composition root: the one reader of the run's whole config that builds the parts (checks of the inputs,
+the worker spec the sessions are built from, the meters, the executor); each part gets only its own sections."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from hermes_runner.agent.loop import AgentSettings
+from hermes_runner.agent.session import SessionSpec
+from hermes_runner.agent.worker import WorkerSpec
+from hermes_runner.config import DatasetFormat
+from hermes_runner.config.root import RunConfig
+from hermes_runner.dataset import check_source, detect_format, load_prefill
+from hermes_runner.executors import Executor, Work, open_executor
+from hermes_runner.model.ratelimit import EndpointLimiter
+from hermes_runner.model.serve import check_model
+from hermes_runner.run.budget import RunBudget
+from hermes_runner.run.progress import RunProgress
+from hermes_runner.tools import backends as tool_services
+from hermes_runner.tools import distributions
+from hermes_runner.tools.catalog import toolset_names
+from hermes_runner.usage import Usage
+
+
+def check_inputs(cfg: RunConfig) -> tuple[list[dict], dict[str, str]]:
+    """The input files first, then the parts' options (model, distribution, toolsets), before anything in the
+    run directory changes: (the prefill messages, toolset -> missing backend of those dropped)."""
+    prefill = load_prefill(cfg.prefill_messages_file)
+    if detect_format(cfg.dataset_file, cfg.dataset) != DatasetFormat.hf:
+        check_source(cfg.dataset_file)
+    check_model(cfg.model)  # conflicting model options stop here; a served file names the model
+    distributions.validate(cfg.distribution, toolset_names())
+    return prefill, tool_services.check_toolsets(cfg.tools, cfg.model, cfg.distribution)
+
+
+def session_spec(cfg: RunConfig) -> SessionSpec:
+    return SessionSpec(
+        cfg.sandbox, cfg.distribution, cfg.retry, cfg.output.layout, cfg.model.name, cfg.seed, cfg.limits.timeout_s
+    )
+
+
+def worker_spec(
+    cfg: RunConfig, run_dir: Path, prefill: list[dict], base_url: str | None, images: dict, dropped: dict
+) -> WorkerSpec:
+    """What any process needs to build the run's sessions (a served model's `base_url`, the plan's `images`)."""
+    settings = AgentSettings(
+        cfg.max_turns, cfg.system_prompt, cfg.ephemeral_system_prompt, prefill, cfg.max_invalid_tool_turns,
+        cfg.limits.prompt_max_tokens, cfg.limits.prompt_max_cost_usd, cfg.output.final_summary, cfg.verbose,
+        cfg.log_prefix_chars,
+    )  # fmt: skip
+    return WorkerSpec(
+        session_spec(cfg), settings, cfg.model, cfg.run_name, str(run_dir), cfg.provider, cfg.reasoning,
+        cfg.tools, cfg.cache, cfg.scorers, cfg.max_tokens, max(4, cfg.num_workers), base_url, dict(images),
+        cfg.num_workers, dict(dropped),
+    )  # fmt: skip
+
+
+def meters(
+    cfg: RunConfig, spent: Usage, on_budget: Callable[[str], None], record: Callable[[dict], None], invocation: int
+) -> tuple[EndpointLimiter, RunBudget]:
+    """The run's call hooks: the endpoint's rate limiter and the run's budget (which records every call)."""
+    limiter = EndpointLimiter(cfg.model.rate_limit, cfg.num_workers)
+    return limiter, RunBudget(cfg.limits, spent, on_budget, record=record, invocation=invocation)
+
+
+@asynccontextmanager
+async def executor(
+    cfg: RunConfig, spec: WorkerSpec, limiter: EndpointLimiter, budget: RunBudget
+) -> AsyncIterator[tuple[Executor, Work]]:
+    """The configured executor, its sessions metered by `limiter` and `budget`."""
+    hooks, tool_hooks = [limiter, budget], [budget.tools]
+    async with open_executor(cfg.executor, cfg.num_workers, spec, hooks, tool_hooks, budget.charge) as pair:
+        yield pair
+
+
+def progress(cfg: RunConfig, to_run: int, limiter: EndpointLimiter) -> RunProgress:
+    """The live display and the plain progress line of the `to_run` prompts."""
+    return RunProgress(
+        cfg.run_name, to_run, enabled=cfg.progress, throttle=limiter.throttle, interval_s=cfg.progress_interval_s,
+        every_percent=cfg.progress_every_percent,
+    )  # fmt: skip
