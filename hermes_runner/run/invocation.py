@@ -1,6 +1,6 @@
 """One invocation of a run: prepare, drive, finalize; `execute_run` runs one start to end and gives its exit code.
 
-It returns an `InvocationResult` (exit code, statistics, plan, why it stopped) and prints nothing: cli.py
+It returns an `InvocationResult` (exit code, statistics, plan, why it stopped) and prints nothing: commands/job.py
 prints the plan, the summary and the closing lines.
 """
 
