@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from bench.common import busy_seconds
 from hermes_runner.config import DockerExecMode, DockerSandboxOptions, SandboxConfig
 from hermes_runner.dataset import Prompt
-from hermes_runner.sandbox.docker import DockerBackend, DockerSandbox
+from hermes_runner.sandbox.docker.backend import DockerBackend, DockerSandbox
 
 MODES = ("bare", "exec", "shell")
 OPS = ("echo hi", "read file")

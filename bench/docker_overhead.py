@@ -18,7 +18,7 @@ import time
 
 from hermes_runner.config import DockerSandboxOptions, SandboxConfig
 from hermes_runner.dataset import Prompt
-from hermes_runner.sandbox.docker import DockerBackend
+from hermes_runner.sandbox.docker.backend import DockerBackend
 
 
 def pct(xs: list[float], q: float) -> float:

@@ -19,7 +19,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
                     distributions, image_io; backends/ the services tools need (fetch, browser, search, ...)
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
     model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve
-    sandbox/        where tool commands run: base Protocols, factory in __init__, one module per backend
+    sandbox/        where tool commands run: base Protocols, factory in __init__, one package per backend family
+                    (local/: bubblewrap, docker/: containers) and podman (Docker's backend on Podman), watchdog
     rundir/         the run directory on disk: layout (file names), store, manifest, stats, metrics (pass@k and
                     the other score estimators), reader, merge, sweep
     dataset/        rows of any format -> Prompt: base (Prompt, Reader Protocol, identity), one module per format

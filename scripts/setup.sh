@@ -17,7 +17,7 @@ missing=()
 if [ "$want" = local ] && ! { command -v cc && command -v c++; } >/dev/null; then missing+=(build-essential); fi
 # bubblewrap confines the local sandbox: the embedded model writes random (often destructive) commands.
 if [ "$want" = local ] && ! command -v bwrap >/dev/null; then missing+=(bubblewrap); fi
-# libseccomp compiles the local sandbox's syscall filter (sandbox/seccomp.py, through pyseccomp).
+# libseccomp compiles the local sandbox's syscall filter (sandbox/local/seccomp.py, through pyseccomp).
 if [ "$want" = local ] && ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2'; then missing+=(libseccomp2); fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -1,5 +1,6 @@
-"""Where tool commands run: sandbox backends (local bubblewrap, Docker, Podman), one module each, behind the Protocols
-in `base`; the factory is here. It may import only vocabulary: config, errors, dataset, util."""
+"""Where tool commands run: sandbox backends behind the Protocols in `base`, one package per family (`local/`:
+bubblewrap, `docker/`: containers) and `podman` (the Docker backend on Podman); the factory is here.
+It may import only vocabulary: config, errors, dataset, util."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ __all__ = ["ExecResult", "Sandbox", "SandboxBackend", "make_backend"]
 
 def make_backend(cfg: SandboxConfig, run_name: str, run_dir: str) -> SandboxBackend:
     if cfg.backend == SandboxKind.local:
-        from hermes_runner.sandbox.local import LocalBackend
+        from hermes_runner.sandbox.local.backend import LocalBackend
 
         return LocalBackend(cfg, run_name)
     if cfg.backend == SandboxKind.docker:
-        from hermes_runner.sandbox.docker import DockerBackend
+        from hermes_runner.sandbox.docker.backend import DockerBackend
 
         return DockerBackend(cfg, run_name, run_dir)
     if cfg.backend == SandboxKind.podman:

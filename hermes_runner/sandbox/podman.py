@@ -2,7 +2,7 @@
 
 Rootful (`/run/podman/podman.sock`) or rootless (a user's `$XDG_RUNTIME_DIR/podman/podman.sock`,
 served by `podman system service`): no daemon of root is needed. Everything but the engine's
-address and two option spellings is the Docker backend's code (sandbox/docker.py): isolation
+address and two option spellings is the Docker backend's code (sandbox/docker/): isolation
 defaults, labels, the watchdog and the orphan sweep, the image check before any model call.
 """
 
@@ -17,7 +17,7 @@ import docker
 
 from hermes_runner.config import SandboxConfig
 from hermes_runner.errors import ConfigError
-from hermes_runner.sandbox.docker import API_TIMEOUT_S, DockerBackend, Spec
+from hermes_runner.sandbox.docker.backend import API_TIMEOUT_S, DockerBackend, Spec
 
 log = logging.getLogger(__name__)
 

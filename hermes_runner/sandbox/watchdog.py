@@ -1,6 +1,6 @@
 """A watchdog process beside the runner: when the runner dies in any way (even kill -9), it cleans up.
 
-The runner starts a watchdog module (`docker_watchdog`, `local_watchdog`) in a session of its own with
+The runner starts a watchdog module (`docker/watchdog.py`, `local/watchdog.py`) in a session of its own with
 the read end of a pipe as stdin and keeps the write end; the kernel closes that end when the runner
 exits in any way, the watchdog reads EOF (`wait_for_runner`), does its module's cleanup and exits.
 At a clean shutdown the runner has cleaned up already and the watchdog finds nothing.

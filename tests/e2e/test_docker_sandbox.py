@@ -23,8 +23,9 @@ import pytest
 from hermes_runner.config import DockerSandboxOptions, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError
-from hermes_runner.sandbox import docker_orphans, docker_procs
-from hermes_runner.sandbox.docker import DockerBackend
+from hermes_runner.sandbox.docker import orphans as docker_orphans
+from hermes_runner.sandbox.docker import procs as docker_procs
+from hermes_runner.sandbox.docker.backend import DockerBackend
 
 from tests.helpers.containers import FLOOD, FORK_BOMB, check_timed_out_tree, flood, record, timed_out_tree
 from tests.helpers.machine import require

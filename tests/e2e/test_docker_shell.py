@@ -16,7 +16,7 @@ import pytest
 from hermes_runner.config import DockerExecMode, DockerSandboxOptions, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ToolError
-from hermes_runner.sandbox.docker import DockerBackend
+from hermes_runner.sandbox.docker.backend import DockerBackend
 
 from tests.helpers.machine import require
 from tests.helpers.wait import wait_for

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hermes_runner.sandbox import docker_orphans
+from hermes_runner.sandbox.docker import orphans as docker_orphans
 
 from tests.helpers import crash
 from tests.helpers.crash import assert_each_prompt_once, sleepy

@@ -26,7 +26,7 @@ import pytest
 
 from hermes_runner.config import DockerSandboxOptions, PodmanSandboxOptions, SandboxConfig
 from hermes_runner.errors import ConfigError
-from hermes_runner.sandbox import docker_orphans
+from hermes_runner.sandbox.docker import orphans as docker_orphans
 from hermes_runner.sandbox.podman import PodmanBackend, find_url
 
 import tests.e2e.test_docker_sandbox as docker_tests

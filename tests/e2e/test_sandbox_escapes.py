@@ -25,7 +25,7 @@ from hermes_runner.config import DockerSandboxOptions, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, ToolError
 from hermes_runner.sandbox.base import SAFE_ENV_KEYS
-from hermes_runner.sandbox.local import MARKER, LocalBackend
+from hermes_runner.sandbox.local.backend import MARKER, LocalBackend
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import all_tools
 
@@ -428,7 +428,7 @@ needs_mount = pytest.mark.skipif(not AS_ROOT, reason="the per-prompt tmpfs needs
 
 
 def mounts_below(path: Path) -> list[str]:
-    from hermes_runner.sandbox.mounts import mounts_under
+    from hermes_runner.sandbox.local.mounts import mounts_under
 
     return mounts_under(path)
 
@@ -437,7 +437,7 @@ def mounts_below(path: Path) -> list[str]:
 def small_fs():
     """A 512 MiB tmpfs of the test's own (any user may reach it): where a writer that a broken cap would let go
     fills nothing else."""
-    from hermes_runner.sandbox.mounts import mount_tmpfs, unmount
+    from hermes_runner.sandbox.local.mounts import mount_tmpfs, unmount
 
     d = Path("/var/tmp") / f"hermes-small-{os.getpid()}-{time.time_ns()}"
     d.mkdir(mode=0o755)
@@ -585,7 +585,7 @@ UNPRIVILEGED_RUNNER = """
 import asyncio, json, sys
 from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
-from hermes_runner.sandbox.local import LocalBackend
+from hermes_runner.sandbox.local.backend import LocalBackend
 
 async def main():
     cfg = SandboxConfig()
@@ -650,7 +650,7 @@ def test_local_killed_runners_mounts_go_with_it(tmp_path):
     code = (
         "import asyncio, sys, time\n"
         "from hermes_runner.config import SandboxConfig\nfrom hermes_runner.dataset import Prompt\n"
-        "from hermes_runner.sandbox.local import LocalBackend\n"
+        "from hermes_runner.sandbox.local.backend import LocalBackend\n"
         "async def main():\n"
         "    cfg = SandboxConfig(); cfg.local.root = sys.argv[1]\n"
         "    b = LocalBackend(cfg, 'dead'); await b.start(set())\n"
@@ -675,7 +675,7 @@ def test_local_killed_runners_mounts_go_with_it(tmp_path):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(dead.pid, signal.SIGKILL)
-        from hermes_runner.sandbox.mounts import unmount
+        from hermes_runner.sandbox.local.mounts import unmount
 
         for m in mounts_below(tmp_path):
             unmount(m)
@@ -686,7 +686,7 @@ def test_local_killed_runners_mounts_go_with_it(tmp_path):
 def test_local_reaper_unmounts_a_dead_runners_mounts_and_never_removes_through_one(tmp_path):
     """A dead runner's dir whose mounts are still there (its watchdog died too): the next runner's start-up
     cleanup unmounts them before it removes anything, and a host dir mounted inside keeps its files."""
-    from hermes_runner.sandbox.mounts import mount_tmpfs, unmount
+    from hermes_runner.sandbox.local.mounts import mount_tmpfs, unmount
 
     root = tmp_path / "sbx"
     gone = subprocess.Popen(["true"])
@@ -848,7 +848,7 @@ def test_local_huge_command_goes_through_stdin(boxes):
 
 @pytest.mark.parametrize("pidfd", [True, False])
 def test_local_huge_command_unconfined(tmp_path, monkeypatch, pidfd):
-    from hermes_runner.sandbox import spawn
+    from hermes_runner.sandbox.local import spawn
 
     monkeypatch.setattr(spawn, "PIDFD", pidfd and spawn.PIDFD)  # False: asyncio's subprocesses
     b = Boxes(tmp_path / "sbx", isolation="none")
@@ -951,7 +951,7 @@ docker_only = pytest.mark.docker
 
 
 def _docker_run(tmp_path, commands, opts=None, image=None, tools=()):
-    from hermes_runner.sandbox.docker import DockerBackend
+    from hermes_runner.sandbox.docker.backend import DockerBackend
 
     img = image or BASE
     cfg = SandboxConfig(backend="docker", image=img, docker=opts or DockerSandboxOptions(pool_size=0))
@@ -1047,8 +1047,8 @@ def test_killed_runners_containers_end_without_a_resume(engine, server, tmp_path
 @docker_only
 def test_any_runner_reaps_containers_of_dead_runners(engine, tmp_path):
     """A container of a dead runner of ANOTHER run dir is removed when any runner starts."""
-    from hermes_runner.sandbox import docker_orphans
-    from hermes_runner.sandbox.docker import DockerBackend
+    from hermes_runner.sandbox.docker import orphans as docker_orphans
+    from hermes_runner.sandbox.docker.backend import DockerBackend
 
     dead = subprocess.Popen(["true"])
     dead.wait()

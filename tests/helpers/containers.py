@@ -14,7 +14,7 @@ import pytest
 
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ToolError
-from hermes_runner.sandbox import docker_procs
+from hermes_runner.sandbox.docker import procs as docker_procs
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import all_tools
 

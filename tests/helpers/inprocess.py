@@ -23,7 +23,7 @@ from hermes_runner.config import (
 from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.run import wiring
-from hermes_runner.sandbox.local import LocalBackend
+from hermes_runner.sandbox.local.backend import LocalBackend
 from hermes_runner.testing.model import ScriptedModel
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import tools_for

@@ -10,7 +10,7 @@ from typing import Any
 
 from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import Prompt
-from hermes_runner.sandbox.local import LocalBackend
+from hermes_runner.sandbox.local.backend import LocalBackend
 from hermes_runner.testing.scripted_server import ScriptedServer
 from hermes_runner.tools.backends import ToolServices
 from hermes_runner.tools.base import ToolContext, ToolResult

@@ -16,7 +16,7 @@ from hermes_runner.dataset import canonical_digest, read_prompts
 from hermes_runner.executors.local import LocalExecutor
 from hermes_runner.rundir.stats import RunStats
 from hermes_runner.rundir.store import RunStore, dumps_line
-from hermes_runner.sandbox import spawn
+from hermes_runner.sandbox.local import spawn
 from hermes_runner.util import fastjson
 
 from tests.helpers.wait import wait_for

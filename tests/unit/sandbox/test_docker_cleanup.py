@@ -15,8 +15,10 @@ from docker.errors import APIError, NotFound
 
 from hermes_runner.config import DockerExecMode, DockerSandboxOptions, SandboxConfig
 from hermes_runner.errors import ConfigError, ContainerNotRemoved
-from hermes_runner.sandbox import docker_exec, docker_orphans, docker_procs
-from hermes_runner.sandbox.docker import DockerBackend, DockerSandbox
+from hermes_runner.sandbox.docker import exec as docker_exec
+from hermes_runner.sandbox.docker import orphans as docker_orphans
+from hermes_runner.sandbox.docker import procs as docker_procs
+from hermes_runner.sandbox.docker.backend import DockerBackend, DockerSandbox
 
 CID = "f00d" * 16  # a container id (64 hex digits)
 

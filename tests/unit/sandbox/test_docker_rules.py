@@ -8,7 +8,7 @@ import pytest
 
 from hermes_runner.errors import SandboxError
 from hermes_runner.sandbox.base import OutputCap
-from hermes_runner.sandbox.docker_images import DirInfo, Probe, choose_user, parse_passwd, probe
+from hermes_runner.sandbox.docker.images import DirInfo, Probe, choose_user, parse_passwd, probe
 
 PASSWD = parse_passwd(
     "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n"

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from hermes_runner.sandbox.docker_shell import (
+from hermes_runner.sandbox.docker.shell import (
     MAX_LINE_COMMAND,
     MAX_LINES,
     STDERR,

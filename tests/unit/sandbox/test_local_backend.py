@@ -9,7 +9,7 @@ import pytest
 
 from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
-from hermes_runner.sandbox import local
+from hermes_runner.sandbox.local import backend as local
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from hermes_runner.sandbox import mounts
-from hermes_runner.sandbox.spawn import fd_arg, passed_files, run_io
+from hermes_runner.sandbox.local import mounts
+from hermes_runner.sandbox.local.spawn import fd_arg, passed_files, run_io
 
 AS_ROOT = os.geteuid() == 0
 
@@ -63,7 +63,7 @@ def test_tmpfs_has_the_size_asked_for(tmp_path):
 
 
 def test_seccomp_filter_compiles_to_bpf():
-    from hermes_runner.sandbox.seccomp import compile_filter
+    from hermes_runner.sandbox.local.seccomp import compile_filter
 
     bpf = compile_filter()
     assert bpf and len(bpf) % 8 == 0  # struct sock_filter: 8 bytes an instruction

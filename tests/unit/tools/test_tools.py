@@ -13,7 +13,7 @@ import pytest
 
 from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
-from hermes_runner.sandbox.local import LocalBackend
+from hermes_runner.sandbox.local.backend import LocalBackend
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import all_tools, tool_names, tools_for
 

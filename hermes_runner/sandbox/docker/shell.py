@@ -26,7 +26,7 @@ from docker.api import APIClient
 
 from hermes_runner.errors import ToolError
 from hermes_runner.sandbox.base import READ_SCRIPT, WRITE_SCRIPT, OutputCap, check_read, check_write
-from hermes_runner.sandbox.docker_exec import RUN_ENV_SCRIPT, RUN_SCRIPT, CommandOutput, limited, sh_argv
+from hermes_runner.sandbox.docker.exec import RUN_ENV_SCRIPT, RUN_SCRIPT, CommandOutput, limited, sh_argv
 
 # $1 .. $4: the run, read, write and run-from-the-environment scripts. `line` reads a short command's
 # `len` lines with the shell's own `read` (no process but the command's shell); `run` reads `len` bytes

@@ -12,8 +12,8 @@ from docker.errors import APIError, DockerException, NotFound
 from requests import RequestException
 
 from hermes_runner.errors import ContainerNotRemoved
-from hermes_runner.sandbox import docker_procs
 from hermes_runner.sandbox.base import process_start, runner_alive
+from hermes_runner.sandbox.docker import procs
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +44,15 @@ def remove(api: docker.APIClient, cid: str) -> None:
     """Remove a container and its anonymous volumes; gone already is fine.
 
     When the engine cannot remove it (an error, a timeout, an auto-removal that does not end), its processes are
-    killed from the host (sandbox/docker_procs.py) and the removal tried once more; ContainerNotRemoved says it
+    killed from the host (docker/procs.py) and the removal tried once more; ContainerNotRemoved says it
     failed either way (the prompt fails: its container did not end cleanly), and what is left."""
     try:
         _remove(api, cid)
         return
     except (DockerException, RequestException) as exc:
         reason = _explain(exc)
-    pid = docker_procs.init_pid(api, cid)
-    killed = docker_procs.kill(cid, pid)
+    pid = procs.init_pid(api, cid)
+    killed = procs.kill(cid, pid)
     try:
         _remove(api, cid)
         after = "then removed"

@@ -16,7 +16,7 @@ from hermes_runner.sandbox.watchdog import spawn as spawn_watchdog
 
 def spawn(labels: dict[str, str], base_url: str | None = None) -> Watchdog:
     """Start the watchdog for the containers carrying `labels` on the engine at `base_url` (None: DOCKER_HOST)."""
-    return spawn_watchdog("hermes_runner.sandbox.docker_watchdog", json.dumps(labels), base_url or "")
+    return spawn_watchdog("hermes_runner.sandbox.docker.watchdog", json.dumps(labels), base_url or "")
 
 
 def main() -> int:
@@ -24,7 +24,7 @@ def main() -> int:
     wait_for_runner()
     import docker
 
-    from hermes_runner.sandbox.docker_orphans import sweep
+    from hermes_runner.sandbox.docker.orphans import sweep
 
     client = docker.DockerClient(base_url=base_url, timeout=60) if base_url else docker.from_env(timeout=60)
     try:

@@ -1,7 +1,7 @@
 """A watchdog beside a root runner of the local sandbox: when the runner dies (even kill -9), its prompts' tmpfs
 mounts go with it.
 
-How it learns of the runner's end is sandbox/watchdog.py's (as for Docker's, docker_watchdog.py);
+How it learns of the runner's end is sandbox/watchdog.py's (as for Docker's, sandbox/docker/watchdog.py);
 then it unmounts every mount under the run's sandbox dir and removes the dir (`sandbox.keep=true`:
 copies each prompt's dir to the disk first and keeps it). At a clean shutdown
 the runner has done that already and the watchdog finds nothing. A watchdog killed too leaves the
@@ -20,13 +20,13 @@ from hermes_runner.sandbox.watchdog import spawn as spawn_watchdog
 
 def spawn(run_dir: Path, keep: bool) -> Watchdog:
     """Start the watchdog of the run's sandbox dir `run_dir`."""
-    return spawn_watchdog("hermes_runner.sandbox.local_watchdog", str(run_dir), "1" if keep else "0")
+    return spawn_watchdog("hermes_runner.sandbox.local.watchdog", str(run_dir), "1" if keep else "0")
 
 
 def main() -> int:
     run_dir, keep = Path(sys.argv[1]), sys.argv[2] == "1"
     wait_for_runner()
-    from hermes_runner.sandbox.mounts import copy_out, mounts_under, remove_tree
+    from hermes_runner.sandbox.local.mounts import copy_out, mounts_under, remove_tree
 
     if keep:
         for point in mounts_under(run_dir):

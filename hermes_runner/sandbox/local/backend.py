@@ -38,7 +38,6 @@ from pathlib import Path
 from hermes_runner.config import LocalIsolation, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError, ToolError
-from hermes_runner.sandbox import local_watchdog
 from hermes_runner.sandbox.base import (
     READ_SCRIPT,
     SAFE_ENV_KEYS,
@@ -49,9 +48,10 @@ from hermes_runner.sandbox.base import (
     process_start,
     runner_alive,
 )
-from hermes_runner.sandbox.cgroups import JOIN_SCRIPT, Cgroups, Limits, kill_procs, parse_size, procs_in
-from hermes_runner.sandbox.mounts import copy_out, mount_tmpfs, remove_tree, usage
-from hermes_runner.sandbox.spawn import fd_arg, run_command, run_io
+from hermes_runner.sandbox.local import watchdog as local_watchdog
+from hermes_runner.sandbox.local.cgroups import JOIN_SCRIPT, Cgroups, Limits, kill_procs, parse_size, procs_in
+from hermes_runner.sandbox.local.mounts import copy_out, mount_tmpfs, remove_tree, usage
+from hermes_runner.sandbox.local.spawn import fd_arg, run_command, run_io
 
 log = logging.getLogger(__name__)
 
@@ -350,7 +350,7 @@ class LocalBackend:
             missing.append("setpriv (util-linux) is not installed: a root runner cannot drop to an unprivileged uid")
         if not missing and self.options.seccomp:
             try:
-                from hermes_runner.sandbox.seccomp import compile_filter
+                from hermes_runner.sandbox.local.seccomp import compile_filter
 
                 self.files = (compile_filter(),)
             except (ImportError, OSError, RuntimeError) as exc:

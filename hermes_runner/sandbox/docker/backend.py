@@ -32,12 +32,12 @@ from docker.types import LogConfig
 from hermes_runner.config import DockerExecMode, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError
-from hermes_runner.sandbox import docker_exec, docker_orphans, docker_watchdog
 from hermes_runner.sandbox.base import ExecResult, OutputCap
-from hermes_runner.sandbox.cgroups import parse_size
-from hermes_runner.sandbox.docker_images import Probe, choose_user, find_image, probe
-from hermes_runner.sandbox.docker_pool import WarmPool
-from hermes_runner.sandbox.docker_shell import DIED, Shell, ShellDied, usable_path
+from hermes_runner.sandbox.docker import exec, orphans, watchdog
+from hermes_runner.sandbox.docker.images import Probe, choose_user, find_image, probe
+from hermes_runner.sandbox.docker.pool import WarmPool
+from hermes_runner.sandbox.docker.shell import DIED, Shell, ShellDied, usable_path
+from hermes_runner.sandbox.local.cgroups import parse_size
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class DockerSandbox:
         api = self._b.api
         shell = await self._take_shell(wd) if use_shell else None
         if shell is None:
-            fut = self._b.call(docker_exec.run_command, api, self.id, command, wd, {}, cap, pids.append, io=True)
+            fut = self._b.call(exec.run_command, api, self.id, command, wd, {}, cap, pids.append, io=True)
         else:
             fut = self._via_shell(shell, shell.run, command, wd, cap, pids.append)
         try:
@@ -128,12 +128,12 @@ class DockerSandbox:
         except asyncio.CancelledError:  # the prompt ends (Ctrl-C, its time limit): the command goes too
             fut.add_done_callback(_quiet)
             if pids:
-                self._b.spawn(docker_exec.kill_tree, api, self.id, pids[0])
+                self._b.spawn(exec.kill_tree, api, self.id, pids[0])
             raise
         # Timed out: kill the command's whole process tree inside the container.
         if pids:
             with contextlib.suppress(DockerException):
-                await self._b.call(docker_exec.kill_tree, api, self.id, pids[0])
+                await self._b.call(exec.kill_tree, api, self.id, pids[0])
         with contextlib.suppress(TimeoutError, DockerException, ShellDied):
             await asyncio.wait_for(asyncio.shield(fut), KILL_GRACE_S)
         if shell is not None and not fut.done():  # the shell did not come back: replace it
@@ -156,10 +156,10 @@ class DockerSandbox:
             raise self._b.gone(self.id, exc) from exc
 
     async def read_file(self, path: str) -> bytes:
-        return await self._file_op(self._path(path), "read_file", docker_exec.read_file, MAX_READ_BYTES)
+        return await self._file_op(self._path(path), "read_file", exec.read_file, MAX_READ_BYTES)
 
     async def write_file(self, path: str, data: bytes) -> None:
-        await self._file_op(self._path(path), "write_file", docker_exec.write_file, data)
+        await self._file_op(self._path(path), "write_file", exec.write_file, data)
 
     async def close(self) -> None:
         if self._closed:
@@ -207,7 +207,7 @@ class DockerBackend:
         self.max_output = cfg.max_output_chars
         self.run_name = run_name
         self.run_dir = str(Path(run_dir).resolve())
-        self.labels = docker_orphans.runner_labels(run_name, self.run_dir)
+        self.labels = orphans.runner_labels(run_name, self.run_dir)
         self.client: docker.DockerClient | None = None
         self._ctl = ThreadPoolExecutor(32, thread_name_prefix="docker-ctl")
         self._io = ThreadPoolExecutor(1024, thread_name_prefix="docker-io")
@@ -218,7 +218,7 @@ class DockerBackend:
         self._removals: set[asyncio.Future] = set()
         self._lock = threading.Lock()
         self._closing = False
-        self._watchdog: docker_watchdog.Watchdog | None = None
+        self._watchdog: watchdog.Watchdog | None = None
         self.no_cgroups = ""  # why the engine sets no cgroup limits ("": it does); known after start()
         self.userns: str | None = None  # the UsernsMode giving each container a uid range of its own, if needed
 
@@ -310,8 +310,8 @@ class DockerBackend:
         except DockerException as exc:
             raise self.unreachable(exc) from None
         await self.call(self.check_engine)
-        await self.call(docker_orphans.reap, self.api)
-        self._watchdog = await self.call(docker_watchdog.spawn, self.labels, self.base_url)
+        await self.call(orphans.reap, self.api)
+        self._watchdog = await self.call(watchdog.spawn, self.labels, self.base_url)
         refs = sorted(images)
         results = await asyncio.gather(*(self._image(ref) for ref in refs), return_exceptions=True)
         unavailable = {}
@@ -329,7 +329,7 @@ class DockerBackend:
                 live = list(self._live) if not self.keep else []
             await asyncio.gather(*(self.discard(cid) for cid in live), return_exceptions=True)
             with contextlib.suppress(DockerException):
-                await self.call(docker_orphans.sweep, self.api, self.labels)
+                await self.call(orphans.sweep, self.api, self.labels)
             await self.call(self.client.close)
         if self._watchdog is not None:
             await asyncio.to_thread(self._watchdog.stop)
@@ -354,7 +354,7 @@ class DockerBackend:
     # -- containers -------------------------------------------------------------------
 
     def _labels(self, key: str) -> dict[str, str]:
-        return {**self.labels, docker_orphans.PROMPT_KEY: key, docker_orphans.KEEP: "1" if self.keep else "0"}
+        return {**self.labels, orphans.PROMPT_KEY: key, orphans.KEEP: "1" if self.keep else "0"}
 
     async def _spec(self, prompt: Prompt) -> Spec:
         ref = prompt.image or self.cfg.image
@@ -424,8 +424,8 @@ class DockerBackend:
             working_dir=spec.workdir, environment=env, labels=self._labels(key), name=self._name(key),
             host_config=host_config,
         )["Id"]  # fmt: skip
-        if self.userns:  # no cgroup limits: rlimits on every command the model runs (docker_exec.set_limits)
-            docker_exec.set_limits(cid, o.pids_limit, parse_size(o.mem_limit))
+        if self.userns:  # no cgroup limits: rlimits on every command the model runs (exec.set_limits)
+            exec.set_limits(cid, o.pids_limit, parse_size(o.mem_limit))
         with self._lock:
             self._live.add(cid)
             closing = self._closing
@@ -454,7 +454,7 @@ class DockerBackend:
             data += chunk
             if cap and len(data) > cap + (1 << 20):
                 raise SandboxError(f"the image's {path} is larger than its tmpfs (size={cap} bytes): raise its size=")
-        code, said = docker_exec.untar(self.api, cid, path, bytes(data))
+        code, said = exec.untar(self.api, cid, path, bytes(data))
         if code:
             raise SandboxError(f"could not copy the image's {path} into its tmpfs (exit {code}): {said[-300:]}")
 
@@ -464,9 +464,9 @@ class DockerBackend:
     def remove(self, cid: str) -> None:
         """Remove a container (blocking); ContainerNotRemoved when it cannot be (its processes are killed)."""
         try:
-            docker_orphans.remove(self.api, cid)
+            orphans.remove(self.api, cid)
         finally:
-            docker_exec.forget(cid)
+            exec.forget(cid)
             with self._lock:
                 self._live.discard(cid)
 
