@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING
 
 from hermes_runner.config import ExecutorConfig, ExecutorKind
-from hermes_runner.errors import ConfigError
 from hermes_runner.executors.base import Executor, Work
 from hermes_runner.executors.local import LocalExecutor
+from hermes_runner.util.plugins import load
 
 if TYPE_CHECKING:
     from hermes_runner.agent.worker import WorkerSpec
     from hermes_runner.model.base import CallHook
     from hermes_runner.usage import Usage
 
-__all__ = ["Executor", "LocalExecutor", "Work", "open_executor", "worker_processes"]
+__all__ = ["EXECUTORS", "Executor", "LocalExecutor", "Work", "open_executor", "worker_processes"]
 
 
 def worker_processes(ecfg: ExecutorConfig, num_workers: int) -> int:
@@ -30,36 +30,56 @@ def worker_processes(ecfg: ExecutorConfig, num_workers: int) -> int:
     return max(1, min(n, num_workers))
 
 
-@asynccontextmanager
-async def open_executor(
-    ecfg: ExecutorConfig,
-    num_workers: int,
-    spec: WorkerSpec,
-    hooks: Sequence[CallHook],
-    tool_hooks: Sequence[CallHook],
-    on_usage: Callable[[Usage], None],
-) -> AsyncIterator[tuple[Executor, Work]]:
+Hooks = Sequence["CallHook"]
+OnUsage = Callable[["Usage"], None]
+Opened = AbstractAsyncContextManager[tuple[Executor, Work]]
+
+# executor.backend -> "module:function", called as f(ecfg, num_workers, spec, hooks, tool_hooks, on_usage) for an
+# async context manager of (Executor, work); `processes` is `local` with executor.processes > 1. A user's own: by
+# its import path.
+EXECUTORS = {
+    ExecutorKind.local: f"{__name__}:in_process",
+    "processes": f"{__name__}:in_processes",
+    ExecutorKind.ray: f"{__name__}:on_ray",
+}
+
+
+def open_executor(
+    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: Hooks, tool_hooks: Hooks, on_usage: OnUsage
+) -> Opened:
     """The configured executor and the `work` to map with it (one prompt -> one Outcome).
 
-    In-process and in worker processes (`executor.processes`), `hooks` meter every call of the run's model (rate limit, budget), and `tool_hooks` those of
-    tools' models (vision, MoA). On Ray, each actor paces its share of the rate limit itself, and `on_usage`
-    is told each prompt's usage as it comes back.
+    In-process and in worker processes (`executor.processes`), `hooks` meter every call of the run's model (rate
+    limit, budget), and `tool_hooks` those of tools' models (vision, MoA). On Ray, each actor paces its share of the
+    rate limit itself, and `on_usage` is told each prompt's usage as it comes back.
     """
-    backend = ecfg.backend
-    if backend == ExecutorKind.local and (n := worker_processes(ecfg, num_workers)) > 1:
-        from hermes_runner.executors.processes import process_executor
+    name = ecfg.backend
+    if name == ExecutorKind.local and worker_processes(ecfg, num_workers) > 1:
+        name = "processes"
+    return load(name, EXECUTORS, "executor.backend")(ecfg, num_workers, spec, hooks, tool_hooks, on_usage)
 
-        async with process_executor(ecfg, num_workers, spec, hooks, tool_hooks, n) as (executor, work):
-            yield executor, work
-    elif backend == ExecutorKind.local:
-        from hermes_runner.agent.worker import session_runner
 
-        async with session_runner(spec, hooks=hooks, tool_hooks=tool_hooks) as runner:
-            yield LocalExecutor(num_workers), runner
-    elif backend == ExecutorKind.ray:
-        from hermes_runner.executors.ray import ray_executor
+@asynccontextmanager
+async def in_process(
+    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: Hooks, tool_hooks: Hooks, on_usage: OnUsage
+) -> AsyncIterator[tuple[Executor, Work]]:
+    from hermes_runner.agent.worker import session_runner
 
-        async with ray_executor(ecfg, num_workers, spec, on_usage) as (executor, work):
-            yield executor, work
-    else:
-        raise ConfigError(f"unknown executor.backend {backend!r} ({', '.join(ExecutorKind)})")
+    async with session_runner(spec, hooks=hooks, tool_hooks=tool_hooks) as runner:
+        yield LocalExecutor(num_workers), runner
+
+
+def in_processes(
+    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: Hooks, tool_hooks: Hooks, on_usage: OnUsage
+) -> Opened:
+    from hermes_runner.executors.processes import process_executor
+
+    return process_executor(ecfg, num_workers, spec, hooks, tool_hooks, worker_processes(ecfg, num_workers))
+
+
+def on_ray(
+    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: Hooks, tool_hooks: Hooks, on_usage: OnUsage
+) -> Opened:
+    from hermes_runner.executors.ray import ray_executor
+
+    return ray_executor(ecfg, num_workers, spec, on_usage)

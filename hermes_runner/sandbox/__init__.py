@@ -5,23 +5,18 @@ It may import only vocabulary: config, errors, dataset, util."""
 from __future__ import annotations
 
 from hermes_runner.config import SandboxConfig, SandboxKind
-from hermes_runner.errors import ConfigError
 from hermes_runner.sandbox.base import ExecResult, Sandbox, SandboxBackend
+from hermes_runner.util.plugins import load
 
-__all__ = ["ExecResult", "Sandbox", "SandboxBackend", "make_backend"]
+__all__ = ["BACKENDS", "ExecResult", "Sandbox", "SandboxBackend", "make_backend"]
+
+# sandbox.backend -> its class, called as Class(cfg: SandboxConfig, run_name, run_dir); a user's by its import path
+BACKENDS = {
+    SandboxKind.local: "hermes_runner.sandbox.local.backend:LocalBackend",
+    SandboxKind.docker: "hermes_runner.sandbox.docker.backend:DockerBackend",
+    SandboxKind.podman: "hermes_runner.sandbox.podman:PodmanBackend",
+}
 
 
 def make_backend(cfg: SandboxConfig, run_name: str, run_dir: str) -> SandboxBackend:
-    if cfg.backend == SandboxKind.local:
-        from hermes_runner.sandbox.local.backend import LocalBackend
-
-        return LocalBackend(cfg, run_name)
-    if cfg.backend == SandboxKind.docker:
-        from hermes_runner.sandbox.docker.backend import DockerBackend
-
-        return DockerBackend(cfg, run_name, run_dir)
-    if cfg.backend == SandboxKind.podman:
-        from hermes_runner.sandbox.podman import PodmanBackend
-
-        return PodmanBackend(cfg, run_name, run_dir)
-    raise ConfigError(f"unknown sandbox.backend {cfg.backend!r} ({', '.join(SandboxKind)})")
+    return load(cfg.backend, BACKENDS, "sandbox.backend")(cfg, run_name, run_dir)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 import logging
 from collections.abc import Mapping, Sequence
 
 from hermes_runner.config import ModelConfig, ScorerConfig, ScorerKind
 from hermes_runner.errors import ScoreError
 from hermes_runner.scorers.base import NOT_SCORED, Job, Score, Scorer, final_answer, row_from_entry, row_of
+from hermes_runner.util.plugins import load
 
 __all__ = [
     "KINDS",
@@ -45,8 +45,7 @@ KINDS = {
 
 
 def scorer_class(kind: ScorerKind) -> type:
-    module, name = KINDS[kind].split(":")
-    return getattr(importlib.import_module(module), name)
+    return load(kind, KINDS, "scorer kind")
 
 
 def primary_name(scorers: Mapping[str, ScorerConfig]) -> str | None:

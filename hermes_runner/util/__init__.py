@@ -1,4 +1,4 @@
 """Small helpers every layer may use: fast JSON, the console and its log handler, secret redaction, the
-garbage collector's start-up tuning, the SIGUSR1 report of where a run waits.
+garbage collector's start-up tuning, the SIGUSR1 report of where a run waits, backends by name (plugins).
 
 They import nothing of hermes_runner but `config` and `errors`."""

@@ -271,7 +271,7 @@ class LocalSandbox:
 class LocalBackend:
     """Per-prompt directories on this host, confined by bubblewrap (or explicitly not)."""
 
-    def __init__(self, cfg: SandboxConfig, run_token: str):
+    def __init__(self, cfg: SandboxConfig, run_name: str, run_dir: str = ""):  # (its dirs: under sandbox.local.root)
         self.options = o = cfg.local
         self.keep = cfg.keep
         self.max_output = cfg.max_output_chars
@@ -308,7 +308,7 @@ class LocalBackend:
         self.cgroups: Cgroups | None = None
         root = Path(o.root) if o.root else default_root()
         self._root = root
-        self._token = safe_name(run_token)
+        self._token = safe_name(run_name)
         self._dir = root / f"{self._token}-{os.getpid()}"
         self._uid_base = o.uid_base + (os.getpid() % 100_000) * UIDS_PER_RUNNER
         self._free_uids = _FREE_SLOTS  # shared by every backend of this process: a uid serves one prompt

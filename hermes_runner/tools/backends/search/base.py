@@ -14,6 +14,8 @@ class SearchHit:
 
 
 class SearchBackend(Protocol):
+    """Made as Class(cfg: WebConfig, client: httpx2.AsyncClient) once `Class.missing(cfg)` (a static method) is None."""
+
     name: str
 
     async def search(self, query: str, limit: int) -> list[SearchHit]: ...

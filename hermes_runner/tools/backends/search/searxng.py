@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx2
 
-from hermes_runner.config import SearxngConfig
+from hermes_runner.config import WebConfig
 from hermes_runner.errors import ToolError
 from hermes_runner.tools.backends.search.base import SearchHit
 
@@ -12,10 +12,14 @@ from hermes_runner.tools.backends.search.base import SearchHit
 class SearxngSearch:
     name = "searxng"
 
-    def __init__(self, cfg: SearxngConfig, client: httpx2.AsyncClient):
-        self.cfg = cfg
+    def __init__(self, web: WebConfig, client: httpx2.AsyncClient):
+        self.cfg = web.searxng
         self._client = client
-        self._url = cfg.url.rstrip("/") + "/search"
+        self._url = self.cfg.url.rstrip("/") + "/search"
+
+    @staticmethod
+    def missing(web: WebConfig) -> str | None:
+        return None if web.searxng.url else "tools.web.searxng.url is not set"
 
     async def search(self, query: str, limit: int) -> list[SearchHit]:
         params: dict[str, str | int] = {"q": query, "format": "json"}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import httpx2
 
-from hermes_runner.config import TavilyConfig
+from hermes_runner.config import WebConfig
 from hermes_runner.errors import ToolError
 from hermes_runner.tools.backends.search.base import SearchHit
 
@@ -14,11 +16,16 @@ MAX_RESULTS = 20  # the API's own cap
 class TavilySearch:
     name = "tavily"
 
-    def __init__(self, cfg: TavilyConfig, client: httpx2.AsyncClient, api_key: str):
-        self.cfg = cfg
+    def __init__(self, web: WebConfig, client: httpx2.AsyncClient):
+        self.cfg = web.tavily
         self._client = client
-        self._url = cfg.base_url.rstrip("/") + "/search"
-        self._headers = {"Authorization": f"Bearer {api_key}"}
+        self._url = self.cfg.base_url.rstrip("/") + "/search"
+        self._headers = {"Authorization": f"Bearer {os.environ[self.cfg.api_key_env]}"}
+
+    @staticmethod
+    def missing(web: WebConfig) -> str | None:
+        key = web.tavily.api_key_env
+        return None if os.environ.get(key) else f"the environment variable {key} (Tavily API key) is not set"
 
     async def search(self, query: str, limit: int) -> list[SearchHit]:
         body = {"query": query, "max_results": min(limit, MAX_RESULTS), "search_depth": self.cfg.search_depth}
