@@ -30,6 +30,7 @@ from hermes_runner.model.retry import connection_refused, retrying
 from hermes_runner.model.stream import StreamAccumulator
 from hermes_runner.usage import Usage, fill_cost
 from hermes_runner.util import fastjson
+from hermes_runner.util.text import first_line
 
 CHAT_PATH = "/chat/completions"
 
@@ -158,6 +159,19 @@ def resolve_api_key(model: ModelConfig) -> str:
     return key
 
 
+def openai_client(cfg: ModelConfig, base_url: str | None = None, pool_size: int = 100) -> openai.AsyncOpenAI:
+    """The SDK client of an endpoint, for every call: one aiohttp keep-alive pool, no retries below tenacity's."""
+    pool = httpx2.Limits(max_connections=pool_size + 16, max_keepalive_connections=pool_size + 16)
+    return openai.AsyncOpenAI(
+        api_key=resolve_api_key(cfg),
+        base_url=base_url or cfg.base_url,
+        max_retries=0,
+        timeout=cfg.timeout_s,
+        default_headers=dict(cfg.default_headers or {}) or None,
+        http_client=openai.DefaultAioHttpClient(limits=pool),
+    )
+
+
 class OpenAIChatModel:
     """Any OpenAI-compatible chat-completions endpoint, through one shared connection pool."""
 
@@ -173,17 +187,7 @@ class OpenAIChatModel:
     ):
         self.cfg = model
         self._params, self._extra = request_extras(model, provider, reasoning, max_tokens)
-        # One SDK client (aiohttp transport, one keep-alive pool) for every call; no retries below tenacity's.
-        self.client = openai.AsyncOpenAI(
-            api_key=resolve_api_key(model),
-            base_url=base_url or model.base_url,
-            max_retries=0,
-            timeout=model.timeout_s,
-            default_headers=dict(model.default_headers or {}) or None,
-            http_client=openai.DefaultAioHttpClient(
-                limits=httpx2.Limits(max_connections=pool_size + 16, max_keepalive_connections=pool_size + 16),
-            ),
-        )
+        self.client = openai_client(model, base_url, pool_size)
         # Call meters, e.g. a rate limiter or a budget: `await before_call(estimated_tokens)`, `after_call(exc, completion)`.
         self.hooks = list(hooks)
         # Open once the endpoint refuses connections or credentials: every later call fails at once with it.
@@ -303,6 +307,5 @@ def _short(exc: BaseException | None) -> str:
 
 
 def _describe(exc: BaseException, retries: int) -> str:
-    detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
     tail = f" after {retries} retries" if retries else ""
-    return f"{_short(exc)}{tail}: {detail}"
+    return f"{_short(exc)}{tail}: {first_line(exc)}"

@@ -10,6 +10,7 @@ from hermes_runner.rundir.layout import DISCARDED, TRAJECTORIES
 from hermes_runner.rundir.reader import STATUSES, status_of
 from hermes_runner.trajectory.entry import NOT_SCORED
 from hermes_runner.trajectory.openai import to_openai
+from hermes_runner.util.text import clip
 
 MAX_TRAJECTORIES = 500
 MAX_CHARS = 4000  # per message text in the viewer
@@ -47,9 +48,8 @@ class Clipper:
     def __call__(self, text: str, where: str = "") -> str:
         limit = self.max_chars if self.used < self.budget else min(self.max_chars, SHORT_CHARS)
         self.used += min(len(text), limit)
-        if len(text) <= limit:
-            return text
-        return f"{text[:limit]}\n… [{len(text) - limit:,} more characters not shown here{where}]"
+        where = where.replace("{", "{{").replace("}", "}}")  # (a format string: {n} is the count)
+        return clip(text, limit, f"\n… [{{n:,}} more characters not shown here{where}]", head=1)
 
     def tree(self, value: object) -> object:
         if isinstance(value, str):

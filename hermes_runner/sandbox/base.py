@@ -148,13 +148,3 @@ class OutputCap:
             + f"\n\n... [{dropped} bytes truncated] ...\n\n"
             + bytes(self.tail[-self.tail_max :]).decode(errors="replace")
         )
-
-
-def truncate_middle(text: str, limit: int) -> str:
-    """Keep 40% head and 60% tail of an over-long text, with a notice in between."""
-    if len(text) <= limit:
-        return text
-    head = int(limit * 0.4)
-    tail = limit - head
-    dropped = len(text) - head - tail
-    return f"{text[:head]}\n\n... [{dropped} characters truncated] ...\n\n{text[-tail:]}"

@@ -10,9 +10,9 @@ import re
 from hermes_runner.config import ScorerConfig, ScorerKind
 from hermes_runner.errors import ModelCallError, ScoreError
 from hermes_runner.model.base import ChatModel
-from hermes_runner.sandbox.base import truncate_middle
 from hermes_runner.scorers.base import Job, Score, conversation_text, finite
 from hermes_runner.scorers.template import render
+from hermes_runner.util.text import clip
 
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -44,7 +44,7 @@ class JudgeScorer:
 
     def request(self, job: Job) -> str:
         row = job.row
-        dialogue = truncate_middle(conversation_text(job.entry), self.cfg.judge.max_conversation_chars)
+        dialogue = clip(conversation_text(job.entry), self.cfg.judge.max_conversation_chars)
         return render(
             self.cfg.judge.rubric,
             f"scorers.{self.name}.judge.rubric",

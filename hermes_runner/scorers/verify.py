@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from hermes_runner.config import ScorerConfig, ScorerKind
 from hermes_runner.errors import ScoreError
-from hermes_runner.sandbox.base import truncate_middle
 from hermes_runner.scorers.base import Job, Score
 from hermes_runner.scorers.template import render
+from hermes_runner.util.text import clip
 
 
 class VerifyScorer:
@@ -30,7 +30,7 @@ class VerifyScorer:
             raise ScoreError("verify runs in the prompt's own sandbox, which is gone once the prompt has ended")
         command = self.command(job.row)
         res = await job.sandbox.run(command, timeout=self.opts.timeout_s, workdir=self.opts.workdir)
-        output = truncate_middle(res.output, self.opts.max_output_chars)
+        output = clip(res.output, self.opts.max_output_chars)
         value = 1.0 if res.exit_code == 0 and not res.timed_out else 0.0  # a command that timed out did not pass
         why = f"verify command exited {res.exit_code}"
         if res.timed_out:

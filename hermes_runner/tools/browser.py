@@ -14,11 +14,13 @@ from hermes_runner.errors import ToolError
 from hermes_runner.tools.backends.browser import BrowserService, BrowserSession
 from hermes_runner.tools.backends.netguard import check_url
 from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.util.text import clip, first_line
 
 NO_ARGS = {"type": "object", "properties": {}, "required": []}
 REF = re.compile(r"^\[?(?:@|ref=)?([a-z]*\d*e\d+)\]?$")
 UNNAMED_GENERIC = re.compile(r"^\s*- generic(?: \[[^\]]*\])*:?$")
 MAX_IMAGES = 50
+SNAPSHOT_CUT = "\n[... snapshot truncated: {n} more characters; scroll or use full=true ...]"
 
 
 def _playwright_errors(fn: Callable[[ToolContext, dict], Awaitable[ToolResult]]):
@@ -31,8 +33,7 @@ def _playwright_errors(fn: Callable[[ToolContext, dict], Awaitable[ToolResult]])
         try:
             return await fn(ctx, args)
         except PlaywrightError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ToolError(first.removeprefix("Error: ")[:500]) from None
+            raise ToolError(first_line(exc, None).removeprefix("Error: ")[:500]) from None
 
     return run
 
@@ -69,21 +70,12 @@ async def _on_ref(ctx: ToolContext, s: BrowserSession, ref: str, action: str, *a
         ) from None
 
 
-def _fit(text: str, limit: int) -> tuple[str, bool]:
-    if len(text) <= limit:
-        return text, False
-    cut = text.rfind("\n", 0, limit)
-    cut = cut if cut > limit // 2 else limit
-    return text[
-        :cut
-    ] + f"\n[... snapshot truncated: {len(text) - cut} more characters; scroll or use full=true ...]", True
-
-
 async def _snapshot(svc: BrowserService, s: BrowserSession, full: bool) -> tuple[str, bool]:
     text = await s.page.aria_snapshot(mode="ai", timeout=svc.cfg.action_timeout_s * 1000)
     if not full:
         text = "\n".join(line for line in text.splitlines() if not UNNAMED_GENERIC.match(line))
-    return _fit(text, svc.cfg.full_snapshot_max_chars if full else svc.cfg.snapshot_max_chars)
+    limit = svc.cfg.full_snapshot_max_chars if full else svc.cfg.snapshot_max_chars
+    return clip(text, limit, SNAPSHOT_CUT, head=1, lines=True), len(text) > limit
 
 
 async def _where(s: BrowserSession) -> dict:

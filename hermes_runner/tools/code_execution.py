@@ -8,8 +8,8 @@ import time
 
 from hermes_runner.config import CodeExecutionConfig
 from hermes_runner.errors import ToolError
-from hermes_runner.sandbox.base import truncate_middle
 from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.util.text import clip
 
 MAX_FILE_KB = 100 * 1024  # ulimit -f: no stderr/result file may fill the disk
 
@@ -89,8 +89,8 @@ async def execute_code(ctx: ToolContext, args: dict) -> ToolResult:
         await ctx.sandbox.run(f"rm -rf -- {q(d)}", 30)
     payload = {
         "stdout": res.output,
-        "stderr": truncate_middle(stderr.replace(f"{d}/snippet.py", "<code>"), cfg.max_stderr_chars),
-        "result": truncate_middle(result, cfg.max_result_chars) if result else None,
+        "stderr": clip(stderr.replace(f"{d}/snippet.py", "<code>"), cfg.max_stderr_chars),
+        "result": clip(result, cfg.max_result_chars) if result else None,
         "exit_code": res.exit_code,
         "duration_s": round(elapsed, 3),
     }

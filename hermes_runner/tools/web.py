@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.backends.extract import TEXT_TYPES, allocate, head_tail, html_to_markdown, pdf_to_text
+from hermes_runner.tools.backends.extract import TEXT_TYPES, allocate, html_to_markdown, pdf_to_text
 from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.util.text import clip
 
 MAX_SEARCH_RESULTS = 100
+OMITTED = "\n\n[... {n} characters omitted; ask for a larger char_limit or a narrower URL ...]\n\n"
 
 
 @tool(
@@ -115,7 +117,7 @@ async def web_extract(ctx: ToolContext, args: dict) -> ToolResult:
     sizes = [len(r.get("content", "")) for r in results]
     for r, size, keep in zip(results, sizes, allocate(sizes, wanted, cfg.call_char_budget), strict=True):
         if "content" in r:
-            r["content"] = head_tail(r["content"], keep)
+            r["content"] = clip(r["content"], keep, OMITTED, head=0.6)  # a page's start matters most
             r["content_chars"] = size
             r["truncated"] = size > keep
     return ToolResult.of({"results": list(results)}, ok=any("content" in r for r in results))

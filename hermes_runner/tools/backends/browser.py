@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from hermes_runner.config import BrowserConfig
 from hermes_runner.errors import ToolError
 from hermes_runner.tools.backends.egress import EgressProxy
+from hermes_runner.util.text import first_line
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page, Playwright
@@ -89,7 +90,7 @@ class BrowserService:
                     timeout=60_000,
                 )
             except Exception as exc:  # noqa: BLE001 - any launch failure is reported to the model
-                raise ToolError(f"the browser could not start: {str(exc).splitlines()[0]}") from None
+                raise ToolError(f"the browser could not start: {first_line(exc, None)}") from None
             log.info("started Chromium %s (%s)", self._browser.version, self.executable)
             return self._browser
 

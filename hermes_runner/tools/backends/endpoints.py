@@ -10,8 +10,9 @@ import openai
 from hermes_runner.config import EndpointConfig, ModelConfig, ProviderConfig, ReasoningApi, ReasoningConfig
 from hermes_runner.errors import ToolError
 from hermes_runner.model.base import CallHook
-from hermes_runner.model.client import OpenAIChatModel, resolve_api_key
+from hermes_runner.model.client import OpenAIChatModel, openai_client
 from hermes_runner.model.retry import retrying
+from hermes_runner.util.text import first_line
 
 
 def model_config(ep: EndpointConfig, main: ModelConfig, main_url: str | None = None) -> ModelConfig:
@@ -52,14 +53,7 @@ class ImageEndpoint:
 
     def __init__(self, ep: EndpointConfig, main: ModelConfig, main_url: str | None):
         self.cfg = model_config(ep, main, main_url)
-        self._client = openai.AsyncOpenAI(
-            api_key=resolve_api_key(self.cfg),
-            base_url=self.cfg.base_url,
-            max_retries=0,
-            timeout=self.cfg.timeout_s,
-            default_headers=dict(self.cfg.default_headers or {}) or None,
-            http_client=openai.DefaultAsyncHttpx2Client(),
-        )
+        self._client = openai_client(self.cfg, pool_size=8)
 
     async def generate(self, prompt: str, **params) -> list[dict]:
         """Images as dicts with `b64_json` or `url` (and maybe `revised_prompt`)."""
@@ -71,15 +65,10 @@ class ImageEndpoint:
                 with attempt:
                     resp = await self._client.images.generate(model=self.cfg.name, prompt=prompt, n=1, **kwargs)
         except openai.APIStatusError as exc:
-            raise ToolError(f"image endpoint answered HTTP {exc.status_code}: {_first_line(exc)}") from None
+            raise ToolError(f"image endpoint answered HTTP {exc.status_code}: {first_line(exc)}") from None
         except openai.APIConnectionError as exc:
-            raise ToolError(f"image endpoint unreachable: {_first_line(exc)}") from None
+            raise ToolError(f"image endpoint unreachable: {first_line(exc)}") from None
         return [d.model_dump(exclude_none=True) for d in (resp.data or [])]
 
     async def aclose(self) -> None:
         await self._client.close()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -41,18 +41,6 @@ def pdf_to_text(data: bytes) -> tuple[str, str]:
     return title, "\n\n".join(p for p in pages if p)
 
 
-def head_tail(text: str, limit: int) -> str:
-    """Keep the start and end of `text` within `limit` characters, with a notice where text was left out."""
-    if len(text) <= limit:
-        return text
-    notice = "\n\n[... {} characters omitted; ask for a larger char_limit or a narrower URL ...]\n\n"
-    room = max(0, limit - len(notice.format(len(text))))
-    head = int(room * 0.6)
-    tail = room - head
-    omitted = len(text) - head - tail
-    return text[:head] + notice.format(omitted) + (text[-tail:] if tail else "")
-
-
 def allocate(sizes: list[int], wanted: int, budget: int) -> list[int]:
     """Characters each page may keep: at most `wanted` each, `budget` in all, shared fairly (water-filling)."""
     caps = [min(s, wanted) for s in sizes]
