@@ -17,7 +17,8 @@ import docker
 
 from hermes_runner.config import SandboxConfig
 from hermes_runner.errors import ConfigError
-from hermes_runner.sandbox.docker.backend import API_TIMEOUT_S, DockerBackend, Spec
+from hermes_runner.sandbox.docker.backend import API_TIMEOUT_S, DockerBackend
+from hermes_runner.sandbox.docker.spec import Spec
 
 log = logging.getLogger(__name__)
 

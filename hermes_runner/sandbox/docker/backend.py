@@ -20,23 +20,22 @@ import secrets
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import docker
 from docker.errors import DockerException, NotFound
 from docker.models.images import Image
-from docker.types import LogConfig
 
-from hermes_runner.config import DockerExecMode, SandboxConfig
+from hermes_runner.config import DockerExecMode, DockerSandboxOptions, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError
 from hermes_runner.sandbox.base import ExecResult, OutputCap
 from hermes_runner.sandbox.docker import exec, orphans, watchdog
-from hermes_runner.sandbox.docker.images import Probe, choose_user, find_image, probe
+from hermes_runner.sandbox.docker.images import Probe, find_image, probe
 from hermes_runner.sandbox.docker.pool import WarmPool
 from hermes_runner.sandbox.docker.shell import DIED, Shell, ShellDied, usable_path
+from hermes_runner.sandbox.docker.spec import Spec, container_spec, host_config, tmpfs_size, unbounded
 from hermes_runner.sandbox.local.cgroups import parse_size
 
 log = logging.getLogger(__name__)
@@ -45,19 +44,6 @@ API_TIMEOUT_S = 120
 KILL_GRACE_S = 10.0  # after a timeout: how long the killed command's output may take to end
 MAX_READ_BYTES = 64 * 1024 * 1024
 BOUNDS_DOC = "docs/docker.md#what-bounds-a-prompt"
-MIN_UIDS = 2048  # the smallest uid range of a container of its own (userns auto)
-
-
-@dataclass(frozen=True)
-class Spec:
-    """What a prompt's container looks like; containers of equal specs are interchangeable."""
-
-    image: str  # image id
-    workdir: str
-    user: str | None
-    tmpfs: tuple[tuple[str, str], ...]  # (path, tmpfs options): the working dir, the image's VOLUMEs
-    copies: tuple[str, ...] = ()  # tmpfs paths the image's content there is copied into after the start
-    uids: int = 0  # the size of the container's own uid range (userns auto), if it gets one
 
 
 class DockerSandbox:
@@ -184,41 +170,19 @@ def _close_shell(fut: asyncio.Future) -> None:
         fut.result().close()
 
 
-class DockerBackend:
-    """Creates one container per prompt on a Docker engine (DOCKER_HOST or the local socket).
+class DockerEngine:
+    """What one engine with the Docker API is like: how to reach it, what it bounds, its tmpfs options.
 
-    Another engine with the Docker API (sandbox/podman.py) subclasses it and overrides the few
-    engine-specific hooks: `connect`, `unreachable`, `tmpfs_owner`, `check_engine`.
+    These are the hooks another engine (sandbox/podman.py) overrides: `connect`, `unreachable`, `check_engine`,
+    `tmpfs_owner`, `engine_tmpfs`, `with_copies`.
     """
 
     engine = "docker"  # the sandbox.backend value, in messages
+    base_url: str | None = None  # the engine's API address (None: DOCKER_HOST or the local socket)
 
-    def __init__(self, cfg: SandboxConfig, run_name: str, run_dir: str):
-        o = cfg.docker
-        if o.pool_size < 0:
-            raise ConfigError(f"sandbox.docker.pool_size must be >= 0, not {o.pool_size}")
-        if o.max_lifetime_s < 1:
-            raise ConfigError(f"sandbox.docker.max_lifetime_s must be >= 1, not {o.max_lifetime_s}")
-        if not posixpath.isabs(cfg.workdir):
-            raise ConfigError(f"sandbox.workdir must be an absolute path, not {cfg.workdir!r}")
-        self.cfg = cfg
-        self.opts = o
-        self.keep = cfg.keep
-        self.max_output = cfg.max_output_chars
-        self.run_name = run_name
-        self.run_dir = str(Path(run_dir).resolve())
-        self.labels = orphans.runner_labels(run_name, self.run_dir)
+    def __init__(self, opts: DockerSandboxOptions):
+        self.opts = opts
         self.client: docker.DockerClient | None = None
-        self._ctl = ThreadPoolExecutor(32, thread_name_prefix="docker-ctl")
-        self._io = ThreadPoolExecutor(1024, thread_name_prefix="docker-io")
-        self._images: dict[str, asyncio.Future[Image]] = {}
-        self._probes: dict[tuple[str, str], asyncio.Future[Probe]] = {}
-        self.pool = WarmPool(o.pool_size, self.launch, self.discard, o.max_lifetime_s / 2)
-        self._live: set[str] = set()
-        self._removals: set[asyncio.Future] = set()
-        self._lock = threading.Lock()
-        self._closing = False
-        self._watchdog: watchdog.Watchdog | None = None
         self.no_cgroups = ""  # why the engine sets no cgroup limits ("": it does); known after start()
         self.userns: str | None = None  # the UsernsMode giving each container a uid range of its own, if needed
 
@@ -226,24 +190,6 @@ class DockerBackend:
     def api(self) -> docker.APIClient:
         assert self.client is not None, "DockerBackend.start() was not called"
         return self.client.api
-
-    def call(self, fn: Callable[..., Any], *args: Any, io: bool = False) -> asyncio.Future:
-        """Run a blocking docker call in one of our thread pools."""
-        loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self._io if io else self._ctl, functools.partial(fn, *args))
-
-    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Fire and forget a docker call (best effort)."""
-
-        def done(f: asyncio.Future) -> None:
-            if not f.cancelled() and f.exception() is not None:
-                log.debug("background docker call %s failed: %s", fn.__name__, f.exception())
-
-        self.call(fn, *args).add_done_callback(done)
-
-    # -- engine-specific hooks ----------------------------------------------------------
-
-    base_url: str | None = None  # the engine's API address (None: DOCKER_HOST or the local socket)
 
     def connect(self) -> docker.DockerClient:
         """A client of the engine (blocking)."""
@@ -276,21 +222,7 @@ class DockerBackend:
 
     def unbounded(self) -> list[str]:
         """What neither the engine nor the options bound, each with why (empty: everything is bounded)."""
-        o = self.opts
-        out = []
-        if self.no_cgroups and not self.userns:
-            out.append(f"processes and memory ({self.no_cgroups})")
-        if not o.mem_limit:
-            out.append("memory (sandbox.docker.mem_limit is not set)")
-        if not o.read_only:
-            out.append("disk (sandbox.docker.read_only=false: the container's own layer grows on the host's disk)")
-        for path, how in [*o.tmpfs.items(), ("the working dir", o.workdir_tmpfs)]:
-            if not _tmpfs_size(how):
-                out.append(f"memory (the tmpfs at {path} has no size=: up to half the host's RAM)")
-        for v in o.volumes:
-            if "ro" not in (v.split(":")[2:3] or [""])[0].split(","):
-                out.append(f"disk (sandbox.docker.volumes {v!r} is writable and has no size limit)")
-        return out
+        return unbounded(self.opts, self.no_cgroups, self.userns)
 
     @staticmethod
     def tmpfs_owner(uid: int | None, gid: int | None) -> str:
@@ -300,6 +232,51 @@ class DockerBackend:
     def engine_tmpfs(self) -> dict[str, str]:
         """The engine's own writable mounts of a read-only container, given a size cap here."""
         return {}
+
+    def with_copies(self, spec: Spec) -> Spec:
+        """How the image's content gets into the tmpfs of `spec.copies`: unpacked after the start (Docker has no
+        tmpfs copy-up; the archive API still reads the image's files under the tmpfs)."""
+        return spec
+
+
+class DockerBackend(DockerEngine):
+    """Creates one container per prompt on a Docker engine (DOCKER_HOST or the local socket)."""
+
+    def __init__(self, cfg: SandboxConfig, run_name: str, run_dir: str):
+        o = cfg.docker
+        if not posixpath.isabs(cfg.workdir):
+            raise ConfigError(f"sandbox.workdir must be an absolute path, not {cfg.workdir!r}")
+        super().__init__(o)
+        self.cfg = cfg
+        self.keep = cfg.keep
+        self.max_output = cfg.max_output_chars
+        self.run_name = run_name
+        self.run_dir = str(Path(run_dir).resolve())
+        self.labels = orphans.runner_labels(run_name, self.run_dir)
+        self._ctl = ThreadPoolExecutor(32, thread_name_prefix="docker-ctl")
+        self._io = ThreadPoolExecutor(1024, thread_name_prefix="docker-io")
+        self._images: dict[str, asyncio.Future[Image]] = {}
+        self._probes: dict[tuple[str, str], asyncio.Future[Probe]] = {}
+        self.pool = WarmPool(o.pool_size, self.launch, self.discard, o.max_lifetime_s / 2)
+        self._live: set[str] = set()
+        self._removals: set[asyncio.Future] = set()
+        self._lock = threading.Lock()
+        self._closing = False
+        self._watchdog: watchdog.Watchdog | None = None
+
+    def call(self, fn: Callable[..., Any], *args: Any, io: bool = False) -> asyncio.Future:
+        """Run a blocking docker call in one of our thread pools."""
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(self._io if io else self._ctl, functools.partial(fn, *args))
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Fire and forget a docker call (best effort)."""
+
+        def done(f: asyncio.Future) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.debug("background docker call %s failed: %s", fn.__name__, f.exception())
+
+        self.call(fn, *args).add_done_callback(done)
 
     # -- run lifecycle ----------------------------------------------------------------
 
@@ -369,60 +346,15 @@ class DockerBackend:
             found = await self._probe(image.id, workdir)
         except SandboxError as exc:
             raise SandboxError(f"image {ref!r} is not available: {exc}") from None
-        config = image.attrs.get("Config") or {}
-        user, uid, gid = choose_user(self.opts.user, config.get("User") or "", found)
-        o = self.opts
-        owner = self.tmpfs_owner(uid, gid)
-        taken = set(o.tmpfs) | {v.split(":")[1] for v in o.volumes if ":" in v}
-        tmpfs: list[tuple[str, str]] = []
-        copies: list[str] = []
-        if workdir not in taken and (o.read_only or not found.workdir.populated):
-            # writable, in a tmpfs of its size cap: with a copy of what the image has there
-            tmpfs.append((workdir, o.workdir_tmpfs + owner))
-            if found.workdir.populated:
-                copies.append(workdir)
-        for path in sorted(config.get("Volumes") or {}):  # an image's VOLUME would be an uncapped volume on disk
-            path = posixpath.normpath(path)
-            if path not in taken and path != workdir:
-                tmpfs.append((path, o.workdir_tmpfs + owner))
-                copies.append(path)
-        uids = _uid_range(uid, gid) if self.userns else 0
-        return self.with_copies(Spec(image.id, workdir, user, tuple(tmpfs), tuple(copies), uids))
-
-    def with_copies(self, spec: Spec) -> Spec:
-        """How the image's content gets into the tmpfs of `spec.copies`: unpacked after the start (Docker has no
-        tmpfs copy-up; the archive API still reads the image's files under the tmpfs)."""
-        return spec
+        return self.with_copies(container_spec(image.attrs, found, workdir, self.opts, self.tmpfs_owner, self.userns))
 
     def _create(self, spec: Spec, key: str) -> str:
         """Create and start a container (blocking); it is registered before anything can fail."""
-        o = self.opts
-        tmpfs = {**self.engine_tmpfs(), **o.tmpfs, **dict(spec.tmpfs)}
-        api = self.api
-        host_config = api.create_host_config(
-            network_mode=o.network_mode,
-            mem_limit=o.mem_limit or None,
-            memswap_limit=(o.memswap_limit or o.mem_limit) or None,
-            nano_cpus=int(o.cpus * 1e9) if o.cpus > 0 else None,
-            pids_limit=o.pids_limit if o.pids_limit > 0 else None,
-            read_only=o.read_only,
-            tmpfs=tmpfs,
-            binds=list(o.volumes) or None,
-            cap_drop=list(o.cap_drop) or None,
-            cap_add=list(o.cap_add) or None,
-            security_opt=list(o.security_opt) or None,
-            init=o.init,
-            runtime=o.runtime,
-            auto_remove=not self.keep,
-            log_config=LogConfig(type="none"),  # what the container writes to its stdout never lands on disk
-        )
-        if self.userns:  # a uid range of its own: the commands' per-uid process limit is this container's alone
-            host_config["UsernsMode"] = f"{self.userns}:size={spec.uids}"  # (docker-py only knows "host")
-        env = {"HOME": "/tmp", "TERM": "dumb", **o.env}
+        o, api = self.opts, self.api
         cid = api.create_container(
             spec.image, command=[str(o.max_lifetime_s)], entrypoint=["sleep"], user=spec.user,
-            working_dir=spec.workdir, environment=env, labels=self._labels(key), name=self._name(key),
-            host_config=host_config,
+            working_dir=spec.workdir, environment={"HOME": "/tmp", "TERM": "dumb", **o.env}, labels=self._labels(key),
+            name=self._name(key), host_config=host_config(api, o, spec, self.engine_tmpfs(), self.keep, self.userns),
         )["Id"]  # fmt: skip
         if self.userns:  # no cgroup limits: rlimits on every command the model runs (exec.set_limits)
             exec.set_limits(cid, o.pids_limit, parse_size(o.mem_limit))
@@ -439,24 +371,11 @@ class DockerBackend:
             raise SandboxError(f"container failed to start: {_explain(exc)}") from None
         try:
             for path in spec.copies:
-                self._copy_in(cid, path, dict(spec.tmpfs)[path])
+                exec.copy_in(api, cid, path, tmpfs_size(dict(spec.tmpfs)[path]))
         except BaseException:
             self.remove(cid)
             raise
         return cid
-
-    def _copy_in(self, cid: str, path: str, options: str) -> None:
-        """Copy the image's content at `path` (under its tmpfs) into the tmpfs (blocking)."""
-        cap = _tmpfs_size(options)
-        bits, _ = self.api.get_archive(cid, path.rstrip("/") + "/.")
-        data = bytearray()
-        for chunk in bits:
-            data += chunk
-            if cap and len(data) > cap + (1 << 20):
-                raise SandboxError(f"the image's {path} is larger than its tmpfs (size={cap} bytes): raise its size=")
-        code, said = exec.untar(self.api, cid, path, bytes(data))
-        if code:
-            raise SandboxError(f"could not copy the image's {path} into its tmpfs (exit {code}): {said[-300:]}")
 
     def _name(self, key: str) -> str:
         return f"hermes-{_slug(self.run_name)}-{_slug(key)[:12] or 'ready'}-{secrets.token_hex(3)}"
@@ -505,24 +424,6 @@ class DockerBackend:
         fut.add_done_callback(self._removals.discard)
         fut.add_done_callback(_quiet)  # (its error is logged where it happens, also when nobody awaits it)
         await asyncio.shield(fut)
-
-
-def _uid_range(uid: int | None, gid: int | None) -> int:
-    """Ids a container's own uid range needs for its user (65536 when the user's ids are unknown)."""
-    if uid is None or gid is None:
-        return 65536
-    return max(MIN_UIDS, -(-(max(uid, gid) + 1) // 1024) * 1024)
-
-
-def _tmpfs_size(options: str) -> int:
-    """The size= of tmpfs mount options, in bytes (0: none, or unreadable)."""
-    for opt in options.split(","):
-        if opt.strip().startswith("size="):
-            try:
-                return parse_size(opt.strip()[5:])
-            except ValueError:
-                return 0
-    return 0
 
 
 def _slug(text: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from docker.api import APIClient
 from docker.utils.socket import frames_iter
 
-from hermes_runner.errors import ToolError
+from hermes_runner.errors import SandboxError, ToolError
 from hermes_runner.sandbox.base import READ_SCRIPT, WRITE_SCRIPT, OutputCap, check_read, check_write
 
 # $1 = working dir; the command comes on stdin (never argv: a command of any size runs). The first
@@ -195,7 +195,14 @@ def write_file(api: APIClient, cid: str, path: str, data: bytes) -> None:
 UNTAR_SCRIPT = 'tar -xof - -C "$1" 2>&1; s=$?; cat >/dev/null; exit "$s"'
 
 
-def untar(api: APIClient, cid: str, path: str, data: bytes) -> tuple[int, str]:
-    """Unpack the tar `data` into the container's dir `path`: (exit code, what tar said)."""
-    code, said = feed(api, cid, sh_argv(UNTAR_SCRIPT, path), data)
-    return code, said.strip()
+def copy_in(api: APIClient, cid: str, path: str, cap: int) -> None:
+    """Copy the image's content at `path` (under its tmpfs) into that tmpfs of `cap` bytes (0: no cap)."""
+    bits, _ = api.get_archive(cid, path.rstrip("/") + "/.")
+    data = bytearray()
+    for chunk in bits:
+        data += chunk
+        if cap and len(data) > cap + (1 << 20):
+            raise SandboxError(f"the image's {path} is larger than its tmpfs (size={cap} bytes): raise its size=")
+    code, said = feed(api, cid, sh_argv(UNTAR_SCRIPT, path), bytes(data))
+    if code:
+        raise SandboxError(f"could not copy the image's {path} into its tmpfs (exit {code}): {said.strip()[-300:]}")

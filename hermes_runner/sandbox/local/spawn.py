@@ -96,21 +96,7 @@ async def run_command(
     proc, pidfd = await loop.run_in_executor(executor, start)
     out = proc.stdout.fileno()
     cap = OutputCap(limit)
-    exited, eof = loop.create_future(), loop.create_future()
-
-    def on_output() -> None:
-        try:
-            while chunk := os.read(out, READ_CHUNK):
-                cap.feed(chunk)
-        except BlockingIOError:
-            return
-        except OSError:
-            pass
-        loop.remove_reader(out)
-        if not eof.done():
-            eof.set_result(None)
-
-    loop.add_reader(out, on_output)
+    exited, eof = loop.create_future(), _capture(loop, out, cap)
     loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
     timed_out = False
     try:
@@ -132,6 +118,26 @@ async def run_command(
         os.close(pidfd)
         proc.stdout.close()
     return (124 if timed_out else proc.returncode or 0), cap.text(), timed_out
+
+
+def _capture(loop: asyncio.AbstractEventLoop, fd: int, cap: OutputCap) -> asyncio.Future:
+    """Feed what comes on `fd` into `cap`, read by the event loop; the future is done at its end."""
+    eof = loop.create_future()
+
+    def on_output() -> None:
+        try:
+            while chunk := os.read(fd, READ_CHUNK):
+                cap.feed(chunk)
+        except BlockingIOError:
+            return
+        except OSError:
+            pass
+        loop.remove_reader(fd)
+        if not eof.done():
+            eof.set_result(None)
+
+    loop.add_reader(fd, on_output)
+    return eof
 
 
 @contextlib.contextmanager
