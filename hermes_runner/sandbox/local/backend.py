@@ -17,8 +17,6 @@ resolved inside the sandbox, as the command's own uid.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import functools
 import itertools
 import json
@@ -26,70 +24,40 @@ import logging
 import os
 import posixpath
 import re
-import shutil
-import signal
 import socket
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from hermes_runner.config import LocalIsolation, SandboxConfig
+from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError, ToolError
 from hermes_runner.sandbox.base import (
     READ_SCRIPT,
-    SAFE_ENV_KEYS,
     WRITE_SCRIPT,
     ExecResult,
     check_read,
     check_write,
     process_start,
-    runner_alive,
 )
 from hermes_runner.sandbox.local import watchdog as local_watchdog
-from hermes_runner.sandbox.local.cgroups import JOIN_SCRIPT, Cgroups, Limits, kill_procs, parse_size, procs_in
+from hermes_runner.sandbox.local.cgroups import JOIN_SCRIPT, Cgroups, kill_procs, kill_uid, procs_in
+from hermes_runner.sandbox.local.confine import LAUNCH, NO_WORKDIR, Confinement
 from hermes_runner.sandbox.local.mounts import copy_out, mount_tmpfs, remove_tree, usage
-from hermes_runner.sandbox.local.spawn import fd_arg, run_command, run_io
+from hermes_runner.sandbox.local.spawn import run_command, run_io
+from hermes_runner.sandbox.local.watchdog import MARKER, reap_orphans
 
 log = logging.getLogger(__name__)
 
-MARKER = ".hermes-runner-sandbox"  # written into each run's dir; the reaper removes only dirs holding it
 MAX_READ_BYTES = 64 * 1024 * 1024
 IO_TIMEOUT_S = 60.0
-NO_WORKDIR = "hermes-runner:no-workdir"
 UIDS_PER_RUNNER = 4096
-SHM_BYTES = 256 << 20  # the sandbox's /dev/shm (tmpfs; what it holds counts against the memory limit)
 WATCH_S = 0.2  # the disk watchdog's shortest interval between two walks of a prompt's dirs
 WATCH_SHARE = 5  # ... and at least this many times the last walk's duration (a walk takes at most 1/5 of a core)
 LEFTOVER_WAIT_S = 2.0  # how long a prompt's last processes may take to die (a fork bomb's) before they are killed
 _FREE_SLOTS = list(range(UIDS_PER_RUNNER - 1, -1, -1))  # uid slots of this process, a stack: few, reused
 _BACKENDS = itertools.count()
-
-# bash, in the sandbox: $1 = working dir; the command comes on stdin (never argv: no size limit).
-LAUNCH = """cd -- "$1" 2>/dev/null || {{ printf '%s' {nodir}; exit 199; }}
-{limits}IFS= read -r -d '' __hr_cmd
-exec </dev/null
-set --
-eval "unset __hr_cmd; $__hr_cmd"
-"""
-
-
-def procs_of_uid(uid: int, pids: list[int] | None = None) -> list[int]:
-    """The processes (of `pids`, else all) whose real, effective or saved uid is `uid`."""
-    if pids is None:
-        pids = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
-    found = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/status") as fp:
-                uids = next(line for line in fp if line.startswith("Uid:")).split()[1:4]
-        except (OSError, StopIteration):
-            continue
-        if str(uid) in uids:
-            found.append(pid)
-    return found
 
 
 def default_root() -> Path:
@@ -268,52 +236,23 @@ class LocalSandbox:
         self._b.release(self)
 
 
-class LocalBackend:
+class LocalBackend(Confinement):
     """Per-prompt directories on this host, confined by bubblewrap (or explicitly not)."""
 
     def __init__(self, cfg: SandboxConfig, run_name: str, run_dir: str = ""):  # (its dirs: under sandbox.local.root)
-        self.options = o = cfg.local
+        super().__init__(cfg.local)
+        o = self.options
         self.keep = cfg.keep
         self.max_output = cfg.max_output_chars
-        self.shell = shutil.which("bash") or "/bin/sh"
-        self.sh = shutil.which("sh") or "/bin/sh"
-        self.env = {k: os.environ[k] for k in SAFE_ENV_KEYS if k in os.environ}  # the host env a command may see
-        self.env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-        self.env["TERM"] = "dumb"
-        try:
-            self.isolation = LocalIsolation(o.isolation)
-        except ValueError:
-            raise ConfigError(f"sandbox.local.isolation must be auto, bwrap or none, not {o.isolation!r}") from None
-        try:
-            memory = parse_size(o.mem_limit)
-        except ValueError as exc:
-            raise ConfigError(f"sandbox.local.mem_limit: {exc}") from None
-        try:
-            self.disk = parse_size(o.disk_limit)
-        except ValueError as exc:
-            raise ConfigError(f"sandbox.local.disk_limit: {exc}") from None
         if not 0 < o.uid_base < 2**32 - UIDS_PER_RUNNER * 100_000:
             raise ConfigError(f"sandbox.local.uid_base is out of range: {o.uid_base}")
-        self.limits = Limits(o.pids_limit, memory, o.cpus)
-        self.confined = self.isolation is not LocalIsolation.none
-        self.drop_uid = self.confined and os.geteuid() == 0
-        self.bwrap = shutil.which("bwrap") or ""
-        self.setpriv = shutil.which("setpriv") or ""
-        self.bwrap_static: list[str] = []
-        self.files: tuple[bytes, ...] = ()  # what bubblewrap reads from fds (the seccomp filter)
-        self.disk_tmpfs = False  # the disk limit is a tmpfs per prompt (else, when set, the watchdog)
         self.leftovers = 0  # prompts whose processes outlived them and had to be killed
         self._watchdog: local_watchdog.Watchdog | None = None  # unmounts the tmpfs mounts if the runner dies
-        self.launch = LAUNCH.format(nodir=NO_WORKDIR, limits=self._fsize())
-        self.cgroups: Cgroups | None = None
-        root = Path(o.root) if o.root else default_root()
-        self._root = root
+        self._root = root = Path(o.root) if o.root else default_root()
         self._token = safe_name(run_name)
         self._dir = root / f"{self._token}-{os.getpid()}"
         self._uid_base = o.uid_base + (os.getpid() % 100_000) * UIDS_PER_RUNNER
         self._free_uids = _FREE_SLOTS  # shared by every backend of this process: a uid serves one prompt
-        self._slot_cgroups: dict[int, list[str]] = {}
-        self._spawners: dict[int, ThreadPoolExecutor] = {}
         self._removals: set[asyncio.Future] = set()
         self._creating: set[asyncio.Future] = set()  # sandboxes being made, waited for by shutdown
         # Blocking work (forks, directory creation and removal) runs here, off the event loop.
@@ -334,30 +273,11 @@ class LocalBackend:
         (self._dir / MARKER).write_text(json.dumps({**marker, "keep": self.keep}))
         if self.confined:
             self._set_up_confinement()
-        else:
-            log.warning(
-                "sandbox.local.isolation=none: commands run unconfined on this host as %s%s",
-                "root" if os.geteuid() == 0 else "the runner's user",
-                "; the disk limit watches only the prompt's own dir" if self.disk else "",
-            )
-        self._reap_orphans()
+        self.describe()
+        reap_orphans(self._root, self._dir)
 
     def _set_up_confinement(self) -> None:
-        missing = []
-        if not self.bwrap:
-            missing.append("bubblewrap is not installed (apt-get install bubblewrap)")
-        if self.drop_uid and not self.setpriv:
-            missing.append("setpriv (util-linux) is not installed: a root runner cannot drop to an unprivileged uid")
-        if not missing and self.options.seccomp:
-            try:
-                from hermes_runner.sandbox.local.seccomp import compile_filter
-
-                self.files = (compile_filter(),)
-            except (ImportError, OSError, RuntimeError) as exc:
-                missing.append(
-                    f"its seccomp filter cannot be built ({exc}; it needs pyseccomp and libseccomp2): "
-                    "sandbox.local.seccomp=false runs without one"
-                )
+        missing = self.missing_tools()
         if not missing:
             self.cgroups = Cgroups.open(f"{self._token}-{os.getpid()}-{next(_BACKENDS)}")
             self.bwrap_static = self._static_args()
@@ -374,53 +294,6 @@ class LocalBackend:
                 + ". Fix that, use sandbox=docker, or set sandbox.local.isolation=none to run commands "
                 "unconfined (explicit opt-out)."
             )
-        disk = "-"
-        if self.disk:
-            disk = f"{self.options.disk_limit} ({'a tmpfs per prompt' if self.disk_tmpfs else 'a watchdog'})"
-        log.info(
-            "local sandbox: bubblewrap, %s, limits by %s (pids %s, memory %s%s, cpus %s, disk %s), seccomp %s",
-            "a uid of its own per prompt" if self.drop_uid else "the runner's uid in a user namespace",
-            f"cgroup v{self.cgroups.version}" if self.cgroups else "rlimits",
-            self.limits.pids or "-",
-            self.options.mem_limit or "-",
-            " + the disk's tmpfs" if self.cgroup_limits() is not self.limits else "",
-            (self.limits.cpus or "-") if self.cgroups else "- (needs cgroups)",
-            disk,
-            "on" if self.files else "off",
-        )
-
-    def _static_args(self) -> list[str]:
-        args = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
-        if not self.options.network:
-            args.append("--unshare-net")
-        if not self.drop_uid:  # an unprivileged runner: a user namespace, and no nested ones
-            args += ["--unshare-user", "--disable-userns"]
-        args += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
-        if self.files:  # loaded after bubblewrap's own set-up, right before the command
-            args += ["--seccomp", fd_arg(0)]
-        for p in self.options.system_paths:
-            if os.path.islink(p):
-                args += ["--symlink", os.readlink(p), p]
-            elif os.path.exists(p):
-                args += ["--ro-bind", p, p]
-        # /dev/shm: the prompt's own, for POSIX semaphores and shared memory (multiprocessing)
-        shm = ["--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
-        return args + ["--dev", "/dev", *shm, "--proc", "/proc"]
-
-    def _rlimits(self) -> str:
-        lines = []
-        if self.limits.pids:
-            lines.append(f"ulimit -u {self.limits.pids} 2>/dev/null\n")
-        if self.limits.memory and self.cgroups is None:
-            lines.append(f"ulimit -v {max(1, self.limits.memory // 1024)} 2>/dev/null\n")
-        return "".join(lines) + self._fsize()
-
-    def _fsize(self) -> str:
-        """`ulimit -f`: no file grows past the disk limit (SIGXFSZ), whatever else the cap is (bash: KiB units)."""
-        if not self.disk:
-            return ""
-        unit = 1024 if os.path.basename(self.shell) == "bash" else 512
-        return f"ulimit -f {max(1, self.disk // unit)} 2>/dev/null\n"
 
     def _probe(self) -> list[str]:
         """One sandboxed run at start: it must work, as a non-root uid with no capabilities."""
@@ -445,44 +318,7 @@ class LocalBackend:
         finally:
             if left := remove_tree(probe_dir):
                 log.error("cannot unmount %s: the probe's dir %s is left in place", left, probe_dir)
-        text = out.decode(errors="replace")
-        if code != 0 or "CapEff:" not in text:
-            return [f"a bubblewrap sandbox fails to start here: {err.strip() or f'exit code {code}'}"]
-        keys = ("Uid:", "CapEff:", "Seccomp:")
-        status = dict(line.split(":", 1) for line in text.splitlines() if line.startswith(keys))
-        problems = []
-        if status.get("Uid", "").split()[:1] == ["0"]:
-            problems.append("commands would run as uid 0")
-        if int(status.get("CapEff", "0").strip() or "0", 16):
-            problems.append(f"commands would keep capabilities (CapEff {status['CapEff'].strip()})")
-        if self.files and status.get("Seccomp", "").strip() != "2":
-            problems.append("its seccomp filter is not applied to commands")
-        if text.count("No such file") < 2:
-            problems.append("/run or /var/run would be visible in the sandbox")
-        return problems
-
-    # -- stale dirs ---------------------------------------------------------------------
-
-    def _reap_orphans(self) -> None:
-        """Remove run dirs left by killed runners: only dirs holding our marker, never by a name pattern."""
-        host = socket.gethostname()
-        for d in self._root.iterdir():
-            if d == self._dir:
-                continue
-            try:
-                if not d.is_dir() or d.is_symlink():
-                    continue
-                m = d / MARKER
-                if not m.is_file() or m.is_symlink():
-                    continue
-                info = json.loads(m.read_text())
-                pid, start = int(info["pid"]), str(info.get("start", ""))
-                if info.get("keep") or info.get("host") != host or runner_alive(pid, start):
-                    continue
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if left := remove_tree(d):  # a killed runner's tmpfs mounts go first, or nothing is removed
-                log.error("cannot unmount %s: the dead runner's dir %s is left in place", left, d)
+        return self.judge_probe(code, out.decode(errors="replace"), err)
 
     # -- prompts ------------------------------------------------------------------------
 
@@ -541,46 +377,6 @@ class LocalBackend:
             watch.append((cwd, False))  # a host dir: its growth counts
         return LocalSandbox(task, workdir, tmpdir, self, slot, uid, cg, self.disk_tmpfs, watch)
 
-    def _slot_cgroup(self, slot: int) -> list[str]:
-        """The cgroup of a uid slot, made once and reused by the slot's later prompts.
-
-        A prompt's processes are all gone when it ends (each command's pid namespace dies with
-        it), so the next prompt of the slot starts with an empty cgroup of the same limits;
-        making and removing a memory cgroup per prompt costs the runner ~5 ms of CPU.
-        """
-        procs = self._slot_cgroups.get(slot)
-        if procs is None:
-            procs = self._slot_cgroups[slot] = self.cgroups.make(f"slot-{slot}", self.cgroup_limits())
-        return procs
-
-    def cgroup_limits(self) -> Limits:
-        """A slot cgroup's limits: with a tmpfs per prompt its files are charged to the cgroup's memory too, so
-        the memory limit is mem_limit + disk_limit (processes keep mem_limit beside a full disk; without that, a
-        prompt whose files filled its memory could not even run `rm`)."""
-        if self.disk_tmpfs and self.limits.memory:
-            return dataclasses.replace(self.limits, memory=self.limits.memory + self.disk)
-        return self.limits
-
-    def spawner(self, slot: int) -> ThreadPoolExecutor:
-        """cgroup v1: a thread of the runner placed in the slot's cgroups (v1 places threads one by one).
-
-        What it forks starts in those cgroups, so a command needs no move of its own: on v1 each
-        move takes a kernel-wide lock that concurrent prompts would contend for (measured: twice
-        the time per command at 64 prompts in flight).
-        """
-        pool = self._spawners.get(slot)
-        if pool is None:
-            tasks = [str(Path(p).with_name("tasks")) for p in self._slot_cgroups[slot]]
-
-            def enter() -> None:
-                tid = str(threading.get_native_id())
-                for t in tasks:
-                    with open(t, "w") as fp:
-                        fp.write(tid)
-
-            pool = self._spawners[slot] = ThreadPoolExecutor(1, f"local-sandbox-slot{slot}", enter)
-        return pool
-
     def release(self, box: LocalSandbox) -> None:
         """A prompt ended: its dir and cgroup go in the background (its session need not wait for the disk)."""
         if box.released:
@@ -610,7 +406,7 @@ class LocalBackend:
             time.sleep(0.02)  # a fork bomb's processes take a moment to die with their pid namespace
         if left:
             kill_procs(box._cgroup, me)
-        by_uid = self.drop_uid and (left or not self.cgroups) and self._kill_uid(box._uid)
+        by_uid = self.drop_uid and (left or not self.cgroups) and kill_uid(box._uid, LEFTOVER_WAIT_S)
         if left or by_uid:
             self.leftovers += 1
             log.error(
@@ -618,23 +414,6 @@ class LocalBackend:
                 f"{len(left)} in its cgroup" if left else f"uid {box._uid}",
                 " and ".join(w for w, y in (("its cgroup", left), (f"uid {box._uid}", by_uid)) if y),
             )
-
-    def _kill_uid(self, uid: int) -> bool:
-        """SIGKILL every process of `uid` (its real, effective or saved uid) until none is left; True if any was."""
-        found = False
-        deadline = time.monotonic() + LEFTOVER_WAIT_S
-        while (pids := procs_of_uid(uid)) and time.monotonic() < deadline:
-            found = True
-            for pid in pids:
-                with contextlib.suppress(OSError):
-                    fd = os.pidfd_open(pid)  # the process itself, even if its pid is reused meanwhile
-                    try:
-                        if pid in procs_of_uid(uid, [pid]):
-                            signal.pidfd_send_signal(fd, signal.SIGKILL)
-                    finally:
-                        os.close(fd)
-            time.sleep(0.02)
-        return found
 
     async def shutdown(self) -> None:
         while self._creating or self._removals:  # an abandoned sandbox's release adds a removal

@@ -189,6 +189,40 @@ def kill_procs(files: list[str], keep: set[int], wait_s: float = 5.0) -> set[int
     return left
 
 
+def procs_of_uid(uid: int, pids: list[int] | None = None) -> list[int]:
+    """The processes (of `pids`, else all) whose real, effective or saved uid is `uid`."""
+    if pids is None:
+        pids = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+    found = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as fp:
+                uids = next(line for line in fp if line.startswith("Uid:")).split()[1:4]
+        except (OSError, StopIteration):
+            continue
+        if str(uid) in uids:
+            found.append(pid)
+    return found
+
+
+def kill_uid(uid: int, wait_s: float) -> bool:
+    """SIGKILL every process of `uid` (its real, effective or saved uid) until none is left; True if any was."""
+    found = False
+    deadline = time.monotonic() + wait_s
+    while (pids := procs_of_uid(uid)) and time.monotonic() < deadline:
+        found = True
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                fd = os.pidfd_open(pid)  # the process itself, even if its pid is reused meanwhile
+                try:
+                    if pid in procs_of_uid(uid, [pid]):
+                        signal.pidfd_send_signal(fd, signal.SIGKILL)
+                finally:
+                    os.close(fd)
+        time.sleep(0.02)
+    return found
+
+
 def _remove_dead(parent: Path) -> None:
     """rmdir the run cgroups of dead runners (`hermes-<run>-<pid>-<n>`); rmdir only ever removes empty ones."""
     from hermes_runner.sandbox.base import pid_alive

@@ -5,17 +5,26 @@ How it learns of the runner's end is sandbox/watchdog.py's (as for Docker's, san
 then it unmounts every mount under the run's sandbox dir and removes the dir (`sandbox.keep=true`:
 copies each prompt's dir to the disk first and keeps it). At a clean shutdown
 the runner has done that already and the watchdog finds nothing. A watchdog killed too leaves the
-work to the next runner's start-up cleanup (LocalBackend._reap_orphans), which does the same.
+work to the next runner's start-up cleanup (reap_orphans), which does the same.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
+import socket
 import sys
 from pathlib import Path
 
+from hermes_runner.sandbox.base import runner_alive
+from hermes_runner.sandbox.local.mounts import copy_out, mounts_under, remove_tree
 from hermes_runner.sandbox.watchdog import Watchdog, wait_for_runner
 from hermes_runner.sandbox.watchdog import spawn as spawn_watchdog
+
+log = logging.getLogger(__name__)
+
+MARKER = ".hermes-runner-sandbox"  # written into each run's dir; the reaper removes only dirs holding it
 
 
 def spawn(run_dir: Path, keep: bool) -> Watchdog:
@@ -26,8 +35,6 @@ def spawn(run_dir: Path, keep: bool) -> Watchdog:
 def main() -> int:
     run_dir, keep = Path(sys.argv[1]), sys.argv[2] == "1"
     wait_for_runner()
-    from hermes_runner.sandbox.local.mounts import copy_out, mounts_under, remove_tree
-
     if keep:
         for point in mounts_under(run_dir):
             with contextlib.suppress(OSError):
@@ -35,6 +42,28 @@ def main() -> int:
     elif run_dir.is_dir():
         remove_tree(run_dir)
     return 0
+
+
+def reap_orphans(root: Path, own: Path) -> None:
+    """At a runner's start: remove the dirs under `root` (but `own`) of dead runners, only those holding our marker."""
+    host = socket.gethostname()
+    for d in root.iterdir():
+        if d == own:
+            continue
+        try:
+            if not d.is_dir() or d.is_symlink():
+                continue
+            m = d / MARKER
+            if not m.is_file() or m.is_symlink():
+                continue
+            info = json.loads(m.read_text())
+            pid, start = int(info["pid"]), str(info.get("start", ""))
+            if info.get("keep") or info.get("host") != host or runner_alive(pid, start):
+                continue
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if left := remove_tree(d):  # a killed runner's tmpfs mounts go first, or nothing is removed
+            log.error("cannot unmount %s: the dead runner's dir %s is left in place", left, d)
 
 
 if __name__ == "__main__":
