@@ -10,10 +10,8 @@ from hermes_runner.errors import ConfigError
 
 
 def load(name: str, mapping: Mapping[str, str], option: str) -> Any:
-    """What `name` stands for: a name of `mapping`, else a user's "package.module:Class" (or "package.module.Class").
-
-    A name that is neither, or a path that does not load, is a ConfigError that names the option and the known names.
-    """
+    """What `name` stands for: a name of `mapping`, else a user's "package.module:Class" (or "package.module.Class");
+    a name that is neither, or a path that does not load, is a ConfigError naming the option and the known names."""
     if name in mapping:
         module, _, attr = mapping[name].partition(":")
         return getattr(importlib.import_module(module), attr)  # ours: an ImportError is a missing extra, said as is

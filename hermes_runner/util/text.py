@@ -6,13 +6,9 @@ TRUNCATED = "\n\n... [{n} characters truncated] ...\n\n"
 
 
 def clip(text: str, limit: int, notice: str = TRUNCATED, head: float = 0.4, lines: bool = False) -> str:
-    """`text`, or when longer than `limit`: its start and its end around `notice` ({n}: the characters left out).
-
-    The split: `head` of the kept characters come from the start, the rest from the end (0.4: an output's end holds
-    its result or its error); head=1 keeps the start only, with the notice last. The notice counts in `limit`, so
-    the result is never longer (unless `limit` is shorter than the notice). `lines`: the start ends at a line end
-    when one is in its second half.
-    """
+    """`text` within `limit` characters (the notice counts): the `head` share of what is kept from its start, the rest
+    from its end (0.4: an output's end holds its result or error; 1: the start only), `notice` between ({n}: how many
+    characters went). `lines`: the start ends at a line end when one is in its second half."""
     if len(text) <= limit:
         return text
     room = max(0, limit - len(notice.format(n=len(text))))

@@ -41,10 +41,7 @@ class Confinement:
         self.env = {k: os.environ[k] for k in SAFE_ENV_KEYS if k in os.environ}  # the host env a command may see
         self.env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         self.env["TERM"] = "dumb"
-        try:
-            self.isolation = LocalIsolation(o.isolation)
-        except ValueError:
-            raise ConfigError(f"sandbox.local.isolation must be auto, bwrap or none, not {o.isolation!r}") from None
+        self.isolation = LocalIsolation(o.isolation)  # (config's Enum: its value is checked at compose time)
         try:
             memory = parse_size(o.mem_limit)
         except ValueError as exc:
