@@ -1,2 +1,2 @@
-"""The Docker sandbox (`sandbox.backend=docker`; Podman's backend builds on it): backend, the per-call exec, the
-long-lived shell, images, the warm pool, labels and orphans, the processes seen from the host, the watchdog."""
+"""The Docker sandbox (`sandbox.backend=docker`; Podman's builds on it): backend, spec (a container from its image
+and the options), the per-call exec, the long-lived shell, images, the warm pool, orphans, procs, the watchdog."""

@@ -3,8 +3,8 @@
 Each command (and each read or write of the file tools) is a fresh bubblewrap sandbox that sees
 only the read-only system paths (`sandbox.local.system_paths`), its own work dir and /tmp (both
 writable), a private /dev and /proc, and no network. A root runner drops the command to an
-unprivileged uid of its own per prompt with no capabilities (setpriv inside bubblewrap), under a
-seccomp filter (seccomp.py); everything a prompt runs joins its own cgroup with a pids, memory and
+unprivileged uid of its own per prompt with no capabilities (setpriv inside bubblewrap; confine.py),
+under a seccomp filter (seccomp.py); everything a prompt runs joins its own cgroup with a pids, memory and
 CPU limit (rlimits where cgroups cannot be had), and its work dir and /tmp share a disk cap (a
 tmpfs per prompt for a root runner, else a watchdog; mounts.py). What a prompt leaves running is
 killed at its end. When that confinement cannot be had, the run refuses to start and says what
@@ -33,14 +33,7 @@ from pathlib import Path
 from hermes_runner.config import SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError, ToolError
-from hermes_runner.sandbox.base import (
-    READ_SCRIPT,
-    WRITE_SCRIPT,
-    ExecResult,
-    check_read,
-    check_write,
-    process_start,
-)
+from hermes_runner.sandbox.base import READ_SCRIPT, WRITE_SCRIPT, ExecResult, check_read, check_write, process_start
 from hermes_runner.sandbox.local import watchdog as local_watchdog
 from hermes_runner.sandbox.local.cgroups import JOIN_SCRIPT, Cgroups, kill_procs, kill_uid, procs_in
 from hermes_runner.sandbox.local.confine import LAUNCH, NO_WORKDIR, Confinement
