@@ -28,6 +28,7 @@ from hermes_runner.config.root import register_configs
 from hermes_runner.errors import ConfigError, ExitCode, JobNotStarted
 from hermes_runner.rundir import sweep
 from hermes_runner.util import gctune
+from hermes_runner.util.text import first_line
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 SCHEMA_SUFFIX = "_schema"  # ConfigStore names of the structured schemas: not choices a user picks
@@ -279,8 +280,8 @@ def one_line(exc: BaseException) -> str:
     if m := re.search(r"(Could not find '[^']+')\s+Available options in '([^']+)':\s+(.*?)\nConfig search", text, re.S):
         options = [o.strip() for o in m[3].split() if not o.strip().endswith(SCHEMA_SUFFIX)]
         return f"{m[1]}: the options of {m[2]} are {', '.join(options)}"
-    first = _first_line(exc)
-    text = first + (f": {_first_line(cause)}" if cause is not None and _first_line(cause) not in first else "")
+    first, why = first_line(exc, None), first_line(cause, None) if cause is not None else None
+    text = first + (f": {why}" if why is not None and why not in first else "")
     if "~" in text and ("Lexer" in text or "parsing override" in text):
         text += " (the override grammar refuses a bare ~: write $HOME/... or quote it, key='~/...')"
     elif not text.isascii() and ("Lexer" in text or "parsing override" in text):
@@ -289,11 +290,6 @@ def one_line(exc: BaseException) -> str:
             " sweep each value quoted, key='ä','ö'; option names are ASCII)"
         )
     return text
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return " ".join(lines[:2]) if lines and lines[0].endswith(":") else (lines[0] if lines else type(exc).__name__)
 
 
 def _closest(cause: BaseException, key: str) -> str:

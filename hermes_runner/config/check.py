@@ -1,17 +1,20 @@
 """The checks of a composed config, run before any side effect: unknown keys, value rules, templates.
 
 Each section's rules sit beside its fields: `RULES` maps a numeric field to "> 0", ">= 0" or ">= 1" (null passes:
-it means "no limit" or "default"), and a `problems(where)` method says what else is wrong (rules across fields,
-templates). `check` runs them for the root and every section below it, also the sections in lists and dicts.
+it means "no limit" or "default") and a backend's field to the Enum of its family's names (or a user's import
+path), and a `problems(where)` method says what else is wrong (rules across fields, templates). `check` runs them
+for the root and every section below it, also the sections in lists and dicts.
 """
 
 import dataclasses
 import difflib
+import re
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from hermes_runner.errors import ConfigError
 
+PATH = re.compile(r"\w[.:]\w")  # package.module:Class or package.module.Class
 TESTS = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, ">= 1": lambda v: v >= 1}
 
 
@@ -26,7 +29,9 @@ def problems(node: object, where: str = "") -> list[str]:
     found, rules = [], getattr(node, "RULES", {})
     for f in dataclasses.fields(node):
         key, value, rule = f"{where}.{f.name}".lstrip("."), getattr(node, f.name), rules.get(f.name)
-        if rule and value is not None and not isinstance(value, bool) and not TESTS[rule](value):
+        if isinstance(rule, type) and value is not None and value not in list(rule) and not PATH.search(value):
+            found.append(f"{key} must be {' | '.join(rule)} or a class of yours (package.module:Class), not {value!r}")
+        elif isinstance(rule, str) and value is not None and not isinstance(value, bool) and not TESTS[rule](value):
             found.append(f"{key} must be {rule}{' (or null)' if 'None' in str(f.type) else ''}, not {value}")
         found += problems(value, key)
     return found + (node.problems(where) if hasattr(node, "problems") else [])

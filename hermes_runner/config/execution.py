@@ -13,7 +13,7 @@ class ExecutorKind(StrEnum):
 
 @dataclass
 class ExecutorConfig:
-    backend: ExecutorKind = ExecutorKind.local  # local (asyncio in this process) | ray
+    backend: str = "local"  # local (asyncio in this process) | ray, or an executor of yours: "package.module:f"
     # local: worker processes the sessions are spread over, each with its own event loop, the runner the only
     # writer of the run dir (1: all in the runner's process; null or 0: one per core). Default 1, measured:
     # docs/performance.md#worker-processes.
@@ -24,7 +24,7 @@ class ExecutorConfig:
     cpus_per_worker: float = 1.0  # ray: CPUs reserved per actor, where its sandbox commands run (bound the actors)
     max_restarts: int = 4  # ray: times Ray restarts a dead actor; processes > 1: times one is replaced (-1: always)
     max_redispatch: int = 2  # ray, processes > 1: times a prompt lost with its worker is sent again before it fails
-    RULES = {"num_cpus": ">= 1", "sessions_per_worker": ">= 1", "cpus_per_worker": "> 0",
+    RULES = {"backend": ExecutorKind, "num_cpus": ">= 1", "sessions_per_worker": ">= 1", "cpus_per_worker": "> 0",
              "max_redispatch": ">= 0", "processes": ">= 0"}  # fmt: skip
 
     def problems(self, where: str) -> list[str]:

@@ -81,14 +81,14 @@ class PodmanSandboxOptions:
 class SandboxKind(StrEnum):
     """Where tool commands run (sandbox/: one module per backend)."""
 
-    local = "local"  # bubblewrap on this machine (sandbox/local.py)
-    docker = "docker"  # one container per prompt (sandbox/docker.py)
+    local = "local"  # bubblewrap on this machine (sandbox/local/)
+    docker = "docker"  # one container per prompt (sandbox/docker/)
     podman = "podman"  # the same containers on Podman, rootful or rootless (sandbox/podman.py)
 
 
 @dataclass
 class SandboxConfig:
-    backend: SandboxKind = SandboxKind.local  # local | docker | podman
+    backend: str = "local"  # local | docker | podman, or a backend of yours: "package.module:Class"
     image: str | None = None  # default image (docker, podman)
     workdir: str = "/workspace"  # default working dir inside a container
     keep: bool = False  # keep the per-task sandbox after the prompt ends (debugging)
@@ -97,4 +97,4 @@ class SandboxConfig:
     local: LocalSandboxOptions = field(default_factory=LocalSandboxOptions)
     docker: DockerSandboxOptions = field(default_factory=DockerSandboxOptions)  # containers (docker and podman)
     podman: PodmanSandboxOptions = field(default_factory=PodmanSandboxOptions)
-    RULES = {"command_timeout_s": "> 0", "max_output_chars": ">= 1"}
+    RULES = {"backend": SandboxKind, "command_timeout_s": "> 0", "max_output_chars": ">= 1"}

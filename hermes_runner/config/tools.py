@@ -71,7 +71,7 @@ class SearchKind(StrEnum):
 
 @dataclass
 class WebConfig:
-    search_backend: SearchKind | None = None  # searxng | tavily | null (web toolset not configured)
+    search_backend: str | None = None  # searxng | tavily | a class of yours (package.module:Class) | null (no web)
     searxng: SearxngConfig = field(default_factory=SearxngConfig)
     tavily: TavilyConfig = field(default_factory=TavilyConfig)
     search_timeout_s: float = 20.0
@@ -79,7 +79,7 @@ class WebConfig:
     char_limit: int = 15_000  # default characters per page (head/tail view beyond)
     max_char_limit: int = 50_000  # the most a call may ask for per page
     call_char_budget: int = 90_000  # characters of all pages of one call together
-    RULES = {"search_timeout_s": "> 0", "max_urls": ">= 1", "char_limit": ">= 1",
+    RULES = {"search_backend": SearchKind, "search_timeout_s": "> 0", "max_urls": ">= 1", "char_limit": ">= 1",
              "max_char_limit": ">= 1", "call_char_budget": ">= 1"}  # fmt: skip
 
 
