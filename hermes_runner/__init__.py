@@ -7,7 +7,7 @@ Where things live (one room per job; the rooms are listed from the top of the ho
                     Hydra app, --help, completion), job (the Hydra job: run.execute_run, printed; run_and_print)
     run/            one invocation: wiring (the composition root: the parts from the config's sections),
                     invocation (prepare, drive, finalize; execute_run), record (filters + ledger record, Recorder),
-                    spend, signals, outputs (checkpoint, trajectories, statistics), plan, budget, progress,
+                    spend, outputs (checkpoint, trajectories, statistics), plan, budget, progress,
                     estimate (+ the dry run), discards, rescore (`hermes-score`: new scores, no agent)
     report/         the HTML report: page, __main__, summary, plots, svg, viewer, assets/ (reads data, never code)
     executors/      keep num_workers sessions in flight: base (Executor, Work, the redispatch loop), local,

@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from hermes_runner.errors import ConfigError, ExitCode, RunDirBusy, StorageFull
 from hermes_runner.executors import Executor, Work
 from hermes_runner.model.ratelimit import EndpointLimiter, Throttle
 from hermes_runner.model.serve import serving
-from hermes_runner.run import estimate, outputs, signals, wiring
+from hermes_runner.run import estimate, outputs, wiring
 from hermes_runner.run.budget import CURRENT_PROMPT
 from hermes_runner.run.discards import nothing_kept
 from hermes_runner.run.plan import Plan, make_plan, pending
@@ -35,7 +37,7 @@ from hermes_runner.rundir.stats import RunStats
 from hermes_runner.rundir.store import LedgerState, RunStore, abandon_prelock, remove_stale_temps
 from hermes_runner.scorers import unscored
 from hermes_runner.tools.catalog import all_tools, stats_names, tool_names
-from hermes_runner.util import gctune
+from hermes_runner.util import gctune, stacks
 from hermes_runner.util.redact import Redactor, redacting_logs
 
 log = logging.getLogger(__name__)
@@ -69,7 +71,7 @@ class InvocationResult:
 
 
 class Run:
-    """State of one invocation of a run: prepare, execute (drive, record), finalize; its signals (run/signals.py)."""
+    """State of one invocation of a run: prepare, execute (drive, record), finalize; its signals (`install_signals`)."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path, redact: Redactor | None = None):
         self.cfg = cfg
@@ -324,11 +326,37 @@ def _invocation(
     return _execute(run, plan, started)
 
 
+def install_signals(run: Run) -> None:
+    """The first Ctrl-C / SIGTERM cancels the in-flight prompts of `run` (or its start), a second exits at once;
+    SIGUSR1 tells where it waits (util/stacks.py)."""
+
+    def on_signal(signum: int, frame: object) -> None:
+        if run.interrupted:
+            os.write(2, b"second interrupt: exiting now (a rerun resumes; leftovers are cleaned at its start)\n")
+            os._exit(130)
+        run.interrupted = True
+        os.write(2, b"interrupted: cancelling in-flight prompts and saving progress (again to exit now)\n")
+        if run.loop is not None and run.executor is not None:
+            run.loop.call_soon_threadsafe(run.executor.cancel)
+        elif run.loop is not None and run.main is not None:
+            run.loop.call_soon_threadsafe(run.main.cancel)  # still starting (model server, images, ...)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    stacks.install(lambda: run.loop)
+
+
+def restore_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    stacks.uninstall()
+
+
 def _execute(run: Run, plan: Plan, started: float) -> InvocationResult:
     """Run the plan, then write the derived files; the result's exit code says how it ended."""
     error: BaseException | None = None
     stats: dict | None = None
-    signals.install(run)
+    install_signals(run)
     try:
         gctune.started()  # (start-up's objects out of every later collection)
         asyncio.run(run.execute(plan))
@@ -348,7 +376,7 @@ def _execute(run: Run, plan: Plan, started: float) -> InvocationResult:
             with contextlib.suppress(OSError):
                 manifest.end_invocation(run.dir, run.invocation, started, time.time())
         finally:
-            signals.restore()
+            restore_signals()
     result = InvocationResult(ExitCode.DONE, stats, plan, interrupted=run.interrupted, stops=dict(run.stops))
     if run.storage_error is not None:
         log.error("%s", run.storage_error)
