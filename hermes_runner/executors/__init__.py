@@ -39,8 +39,8 @@ Opened = AbstractAsyncContextManager[tuple[Executor, Work]]
 # its import path.
 EXECUTORS = {
     ExecutorKind.local: f"{__name__}:in_process",
-    "processes": f"{__name__}:in_processes",
-    ExecutorKind.ray: f"{__name__}:on_ray",
+    "processes": "hermes_runner.executors.processes:process_executor",
+    ExecutorKind.ray: "hermes_runner.executors.ray:ray_executor",
 }
 
 
@@ -67,19 +67,3 @@ async def in_process(
 
     async with session_runner(spec, hooks=hooks, tool_hooks=tool_hooks) as runner:
         yield LocalExecutor(num_workers), runner
-
-
-def in_processes(
-    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: Hooks, tool_hooks: Hooks, on_usage: OnUsage
-) -> Opened:
-    from hermes_runner.executors.processes import process_executor
-
-    return process_executor(ecfg, num_workers, spec, hooks, tool_hooks, worker_processes(ecfg, num_workers))
-
-
-def on_ray(
-    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: Hooks, tool_hooks: Hooks, on_usage: OnUsage
-) -> Opened:
-    from hermes_runner.executors.ray import ray_executor
-
-    return ray_executor(ecfg, num_workers, spec, on_usage)

@@ -327,6 +327,9 @@ class ProcessExecutor(Dispatcher, LocalExecutor):
 
 def process_executor(
     ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: Sequence[CallHook],
-    tool_hooks: Sequence[CallHook], n: int,
+    tool_hooks: Sequence[CallHook], on_usage: object = None,
 ) -> AbstractAsyncContextManager[tuple[ProcessExecutor, Work]]:  # fmt: skip
+    from hermes_runner.executors import worker_processes
+
+    n = worker_processes(ecfg, num_workers)
     return ProcessExecutor(ecfg, num_workers, spec, hooks, tool_hooks, n).running()

@@ -284,6 +284,8 @@ def _cause(exc: BaseException | None) -> str:
 
 
 def ray_executor(
-    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, on_usage: Callable[[Usage], None] | None = None
-) -> AbstractAsyncContextManager[tuple[RayExecutor, Work]]:
+    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: object, tool_hooks: object,
+    on_usage: Callable[[Usage], None] | None = None,
+) -> AbstractAsyncContextManager[tuple[RayExecutor, Work]]:  # fmt: skip
+    """Each actor paces its share of the rate limit itself: `hooks` and `tool_hooks` stay in the driver unused."""
     return RayExecutor(ecfg, num_workers, spec, on_usage).running()
