@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from hermes_runner.config import ScorerKind
+from hermes_runner.config import ScorerConfig, ScorerKind
 from hermes_runner.errors import ScoreError
 from hermes_runner.trajectory.entry import NOT_SCORED, score_record
 from hermes_runner.trajectory.hermes import split_gpt
@@ -76,6 +76,23 @@ class Scorer(Protocol):
     async def score(self, job: Job) -> Score: ...
 
     async def aclose(self) -> None: ...
+
+
+class BuiltinScorer:
+    """What the built-in kinds share: name and config, no sandbox needed, nothing to close."""
+
+    kind: ScorerKind
+    needs_sandbox = False
+
+    def __init__(self, name: str, cfg: ScorerConfig):
+        self.name, self.cfg = name, cfg
+
+    def scored(self, value: float, explanation: str = "", **extra: object) -> Score:
+        """The Score of `value`, passed at the scorer's pass_threshold."""
+        return Score(self.name, self.kind.value, value, value >= self.cfg.pass_threshold, explanation, **extra)
+
+    async def aclose(self) -> None:
+        pass
 
 
 def row_of(prompt: Prompt) -> dict:

@@ -10,7 +10,7 @@ import re
 from hermes_runner.config import ScorerConfig, ScorerKind
 from hermes_runner.errors import ModelCallError, ScoreError
 from hermes_runner.model.base import ChatModel
-from hermes_runner.scorers.base import Job, Score, conversation_text, finite
+from hermes_runner.scorers.base import BuiltinScorer, Job, Score, conversation_text, finite
 from hermes_runner.scorers.template import render
 from hermes_runner.util.text import clip
 
@@ -35,12 +35,12 @@ def parse_verdict(text: str) -> tuple[float, str]:
     raise ScoreError(f"the judge's reply holds no JSON object with a score: {text[:200]!r}")
 
 
-class JudgeScorer:
+class JudgeScorer(BuiltinScorer):
     kind = ScorerKind.judge
-    needs_sandbox = False
 
     def __init__(self, name: str, cfg: ScorerConfig, model: ChatModel):
-        self.name, self.cfg, self.model = name, cfg, model
+        super().__init__(name, cfg)
+        self.model = model
 
     def request(self, job: Job) -> str:
         row = job.row
@@ -64,7 +64,7 @@ class JudgeScorer:
         text = reply.message.get("content") or ""
         value, why = parse_verdict(text)
         details = json.dumps({"model": reply.model, "reply": text[:2000]}, ensure_ascii=False)
-        return Score(self.name, self.kind.value, value, value >= self.cfg.pass_threshold, why, details=details)
+        return self.scored(value, why, details=details)
 
     async def aclose(self) -> None:
         await self.model.aclose()

@@ -7,7 +7,7 @@ import re
 
 from hermes_runner.config import MatchMode, ScorerConfig, ScorerKind
 from hermes_runner.errors import ScoreError
-from hermes_runner.scorers.base import Job, Score
+from hermes_runner.scorers.base import BuiltinScorer, Job, Score
 
 # A number as people write it: sign, thousands separators, decimals, exponent (1,234.5  -3  2.5e-3  .5)
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -25,12 +25,12 @@ def last_number(text: str) -> float | None:
     return float(found[-1].replace(",", ""))
 
 
-class MatchScorer:
+class MatchScorer(BuiltinScorer):
     kind = ScorerKind.match
-    needs_sandbox = False
 
     def __init__(self, name: str, cfg: ScorerConfig):
-        self.name, self.cfg, self.opts = name, cfg, cfg.match
+        super().__init__(name, cfg)
+        self.opts = cfg.match
         self.answer_re = re.compile(self.opts.answer_pattern) if self.opts.answer_pattern else None
 
     def extract(self, answer: str) -> str:
@@ -78,8 +78,4 @@ class MatchScorer:
         if not isinstance(target, str | int | float) or isinstance(target, bool):
             raise ScoreError(f"the row's `target` is {type(target).__name__}, not a string or number")
         ok, why = self.compare(self.extract(job.answer), str(target))
-        value = 1.0 if ok else 0.0
-        return Score(self.name, self.kind.value, value, value >= self.cfg.pass_threshold, why)
-
-    async def aclose(self) -> None:
-        pass
+        return self.scored(1.0 if ok else 0.0, why)

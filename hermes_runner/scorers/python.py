@@ -14,7 +14,7 @@ from hydra.utils import get_object
 
 from hermes_runner.config import ScorerConfig, ScorerKind
 from hermes_runner.errors import ConfigError, ScoreError
-from hermes_runner.scorers.base import Job, Score, finite
+from hermes_runner.scorers.base import BuiltinScorer, Job, Score, finite
 
 
 def load_callable(path: str, args: dict, where: str):
@@ -30,12 +30,11 @@ def load_callable(path: str, args: dict, where: str):
     return (lambda entry, row: obj(entry, row, **args)) if args else obj
 
 
-class PythonScorer:
+class PythonScorer(BuiltinScorer):
     kind = ScorerKind.python
-    needs_sandbox = False
 
     def __init__(self, name: str, cfg: ScorerConfig):
-        self.name, self.cfg = name, cfg
+        super().__init__(name, cfg)
         self.fn = load_callable(cfg._target_ or "", dict(cfg.args), f"scorers.{name}")
         target = getattr(self.fn, "__call__", self.fn)  # noqa: B004 - an instance's own __call__
         self.is_async = inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(target)
@@ -52,8 +51,7 @@ class PythonScorer:
     def record(self, out: object) -> Score:
         what = f"{self.cfg._target_} returned"
         if not isinstance(out, dict):
-            value = finite(out, what)
-            return Score(self.name, self.kind.value, value, value >= self.cfg.pass_threshold)
+            return self.scored(finite(out, what))
         out = dict(out)
         if "value" not in out and "score" not in out:
             raise ScoreError(f"{what} a dict without `value`: {sorted(out)}")
@@ -63,6 +61,3 @@ class PythonScorer:
         why = str(out.pop("explanation", "") or "")
         details = json.dumps(out, ensure_ascii=False, sort_keys=True, default=str)
         return Score(self.name, self.kind.value, value, passed, why, details=details)
-
-    async def aclose(self) -> None:
-        pass

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from hermes_runner.config import ScorerConfig, ScorerKind
 from hermes_runner.errors import ScoreError
-from hermes_runner.scorers.base import Job, Score
+from hermes_runner.scorers.base import BuiltinScorer, Job, Score
 from hermes_runner.scorers.template import render
 from hermes_runner.util.text import clip
 
 
-class VerifyScorer:
+class VerifyScorer(BuiltinScorer):
     kind = ScorerKind.verify
     needs_sandbox = True
 
     def __init__(self, name: str, cfg: ScorerConfig):
-        self.name, self.cfg, self.opts = name, cfg, cfg.verify
+        super().__init__(name, cfg)
+        self.opts = cfg.verify
 
     def command(self, row: dict) -> str:
         """The row's own `verify` command, else the configured template over the row."""
@@ -35,15 +36,4 @@ class VerifyScorer:
         why = f"verify command exited {res.exit_code}"
         if res.timed_out:
             why = f"verify command timed out after {self.opts.timeout_s:g}s"
-        return Score(
-            self.name,
-            self.kind.value,
-            value,
-            value >= self.cfg.pass_threshold,
-            why,
-            exit_code=res.exit_code,
-            output=output,
-        )
-
-    async def aclose(self) -> None:
-        pass
+        return self.scored(value, why, exit_code=res.exit_code, output=output)
