@@ -3,8 +3,8 @@ the worker spec the sessions are built from, the meters, the executor); each par
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from hermes_runner.agent.loop import AgentSettings
@@ -65,14 +65,12 @@ def meters(
     return limiter, RunBudget(cfg.limits, spent, on_budget, record=record, invocation=invocation)
 
 
-@asynccontextmanager
-async def executor(
+def executor(
     cfg: RunConfig, spec: WorkerSpec, limiter: EndpointLimiter, budget: RunBudget
-) -> AsyncIterator[tuple[Executor, Work]]:
+) -> AbstractAsyncContextManager[tuple[Executor, Work]]:
     """The configured executor, its sessions metered by `limiter` and `budget`."""
     hooks, tool_hooks = [limiter, budget], [budget.tools]
-    async with open_executor(cfg.executor, cfg.num_workers, spec, hooks, tool_hooks, budget.charge) as pair:
-        yield pair
+    return open_executor(cfg.executor, cfg.num_workers, spec, hooks, tool_hooks, budget.charge)
 
 
 def progress(cfg: RunConfig, to_run: int, limiter: EndpointLimiter) -> RunProgress:
