@@ -38,13 +38,12 @@ class Estimate:
     observed_tokens_per_prompt: float | None = None
 
 
-def estimate(cfg: RunConfig, prompt_chars: list[int] | int, n_prompts: int, stats: RunStats) -> Estimate:
+def estimate(cfg: RunConfig, prompt_chars: int, n_prompts: int, stats: RunStats) -> Estimate:
     """Bounds for the prompts still to run: one call each (low) up to max_turns calls with growing context (high)."""
     schema_chars = len(json.dumps([t.openai_schema() for t in all_tools().values()]))
     base = (len(cfg.system_prompt or "") + len(cfg.ephemeral_system_prompt or "") + schema_chars) // CHARS_PER_TOKEN
-    total_prompt_chars = sum(prompt_chars) if isinstance(prompt_chars, list) else prompt_chars
     reply = cfg.max_tokens or TURN_OUTPUT_TOKENS
-    first_in = n_prompts * base + total_prompt_chars // CHARS_PER_TOKEN
+    first_in = n_prompts * base + prompt_chars // CHARS_PER_TOKEN
     low = Usage(prompt_tokens=first_in, completion_tokens=n_prompts * min(reply, 100))
     turns = cfg.max_turns
     # Call i carries the first prompt plus i earlier replies and tool results.

@@ -76,12 +76,11 @@ def make_plan(cfg: RunConfig, state: LedgerState, run_dir: Path, note: Callable[
         new = k - len(samples)
         for sample in samples:
             p = row.for_sample(sample)
+            plan.current_index[p.key] = p.index
             if p.key in state.terminal:
                 plan.done += 1
-                plan.current_index[p.key] = p.index
                 _check_changed(cfg, plan, state.terminal[p.key], p, note)
                 continue
-            plan.current_index[p.key] = p.index
             if _left_alone(cfg, state.failed[p.key]):
                 plan.skipped_failed += 1
                 continue
