@@ -28,7 +28,7 @@ from hermes_runner.errors import ExportError
 from hermes_runner.rundir.layout import FEATURES_FILE
 from hermes_runner.rundir.reader import RunData, find_runs
 from hermes_runner.rundir.store import atomic_write, dumps_line
-from hermes_runner.trajectory.entry import SCORE_TYPES, best_of_k, score_record
+from hermes_runner.trajectory.entry import SCORE_TYPES, _list, _value, best_of_k, score_record
 from hermes_runner.trajectory.hermes import clean_calls
 from hermes_runner.trajectory.openai import to_openai
 
@@ -299,16 +299,13 @@ def openai_row(entry: dict, reasoning: str, arguments: str = "object") -> dict:
 
 def openai_features(arguments: str = "object") -> dict:
     """`datasets.Features.to_dict()` of the openai export (datasets >= 5: object `arguments` are `Json`)."""
-
-    def v(dtype: str) -> dict:
-        return {"dtype": dtype, "_type": "Value"}
-
+    v = _value
     args = v("string") if arguments == "string" else {"_type": "Json"}
     call = {"id": v("string"), "type": v("string"), "function": {"name": v("string"), "arguments": args}}
     message = {k: v("string") for k in OPENAI_MESSAGE_KEYS if k != "tool_calls"}
-    message["tool_calls"] = {"feature": call, "_type": "List"}
+    message["tool_calls"] = _list(call)
     return {
-        "messages": {"feature": {k: message[k] for k in OPENAI_MESSAGE_KEYS}, "_type": "List"},
+        "messages": _list({k: message[k] for k in OPENAI_MESSAGE_KEYS}),
         "tools": v("string"),
         "id": v("string"),
         "metadata": {
