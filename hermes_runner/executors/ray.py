@@ -154,11 +154,7 @@ class RayExecutor(Dispatcher, LocalExecutor):
     def __init__(
         self, ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, on_usage: Callable[[Usage], None] | None = None
     ):
-        super().__init__(num_workers)
-        if ecfg.sessions_per_worker < 1:
-            raise ConfigError(f"executor.sessions_per_worker must be >= 1, not {ecfg.sessions_per_worker}")
-        if ecfg.max_redispatch < 0:
-            raise ConfigError(f"executor.max_redispatch must be >= 0, not {ecfg.max_redispatch}")
+        super().__init__(num_workers)  # (config.check saw sessions_per_worker >= 1, max_redispatch >= 0)
         self.ecfg, self.max_redispatch = ecfg, ecfg.max_redispatch
         self.spec = spec
         self.on_usage = on_usage  # told each prompt's usage as it comes back (the run's budget)
