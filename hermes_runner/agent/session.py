@@ -115,7 +115,9 @@ class SessionRunner:
         earlier: list[Failure] = []
 
         def keep(state: RetryCallState) -> None:
-            earlier.append(state.outcome.result())
+            failed = state.outcome.result()
+            failed.attempt = len(earlier) + 1
+            earlier.append(failed)
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(retry.max_attempts),
@@ -124,8 +126,10 @@ class SessionRunner:
             before_sleep=keep,
             retry_error_callback=lambda state: state.outcome.result(),
         )
-        outcome = await retrying(self._attempt, prompt, earlier)
+        outcome = await retrying(self._once, prompt)
         outcome.earlier_failures = earlier
+        if isinstance(outcome, Failure):
+            outcome.attempt = len(earlier) + 1
         for f in earlier:  # the prompt's spend is that of all its attempts (the ledger and the budget count it)
             outcome.usage.add(f.usage)
             outcome.api_calls += f.api_calls
@@ -134,12 +138,6 @@ class SessionRunner:
             outcome.saved.add(f.saved)
         if isinstance(outcome, SessionResult):
             entries.count(outcome.entry, outcome)  # the spend of every attempt and of the scorers' models
-        return outcome
-
-    async def _attempt(self, prompt: Prompt, earlier: list[Failure]) -> Outcome:
-        outcome = await self._once(prompt)
-        if isinstance(outcome, Failure):
-            outcome.attempt = len(earlier) + 1
         return outcome
 
     async def _once(self, prompt: Prompt) -> Outcome:
@@ -156,9 +154,9 @@ class SessionRunner:
                 f"prompt exceeded limits.timeout_s={spec.timeout_s:g}s "
                 f"(stopped after {time.monotonic() - started:.1f}s, {res.api_calls} model calls)"
             )
-            return self._failure(res, err, started, err)
+            return self._failure(res, err, started)
         except Exception as exc:  # noqa: BLE001 - every error of one prompt is recorded, the run goes on
-            return self._failure(res, exc, started, exc)
+            return self._failure(res, exc, started)
 
     async def _run(self, res: SessionResult) -> SessionResult:
         prompt = res.prompt
@@ -198,12 +196,12 @@ class SessionRunner:
         res.entry["reward"] = float(res.reward)
 
     @staticmethod
-    def _failure(res: SessionResult, err: BaseException, started: float, cause: BaseException) -> Failure:
+    def _failure(res: SessionResult, err: BaseException, started: float) -> Failure:
         return Failure(
             prompt=res.prompt,
             error_type=type(err).__name__,
             error=str(err) or type(err).__name__,
-            traceback="".join(traceback.format_exception(cause))[-4000:],
+            traceback="".join(traceback.format_exception(err))[-4000:],
             toolsets=res.toolsets,
             usage=res.usage,
             api_calls=res.api_calls,
