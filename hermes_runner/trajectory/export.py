@@ -29,7 +29,7 @@ from hermes_runner.rundir.layout import FEATURES_FILE
 from hermes_runner.rundir.reader import RunData, find_runs
 from hermes_runner.rundir.store import atomic_write, dumps_line
 from hermes_runner.trajectory.entry import SCORE_TYPES, _list, _value, best_of_k, score_record
-from hermes_runner.trajectory.hermes import clean_calls
+from hermes_runner.trajectory.hermes import call_dict, clean_calls, parsed_args
 from hermes_runner.trajectory.openai import to_openai
 
 if TYPE_CHECKING:
@@ -258,15 +258,10 @@ def openai_message(m: dict, arguments: str = "object") -> dict:
     or with `arguments="string"` as the JSON text the OpenAI API carries."""
     calls = []
     for c in m.get("tool_calls") or []:
-        try:
-            args = json.loads(c["function"]["arguments"] or "{}")
-        except json.JSONDecodeError:
-            args = {}
-        args = args if isinstance(args, dict) else {}
+        args = parsed_args(c["function"]["arguments"])
         if arguments == "string":
             args = json.dumps(args, ensure_ascii=False)
-        fn = {"name": c["function"]["name"], "arguments": args}
-        calls.append({"id": c["id"], "type": "function", "function": fn})
+        calls.append(call_dict(c["id"], c["function"]["name"], args))
     return {
         "role": m["role"],
         "content": m.get("content") or "",

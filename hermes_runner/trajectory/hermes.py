@@ -52,7 +52,8 @@ def system_turn(tools: list[dict], system_prompt: str = "") -> str:
     return f"{text}\n\n{system_prompt}" if system_prompt else text
 
 
-def _parsed_args(raw: str) -> object:
+def parsed_args(raw: str) -> dict:
+    """A call's `arguments` text as a JSON object ({} when it is not one)."""
     try:
         value = json.loads(raw or "{}")
     except json.JSONDecodeError:
@@ -67,23 +68,21 @@ def _gpt_value(msg: dict, with_calls: bool = True) -> str:
     if content:
         parts.append(content)
     for call in (msg.get("tool_calls") or []) if with_calls else []:
-        body = {"name": call["function"]["name"], "arguments": _parsed_args(call["function"]["arguments"])}
+        body = {"name": call["function"]["name"], "arguments": parsed_args(call["function"]["arguments"])}
         parts.append(f"<tool_call>\n{json.dumps(body, ensure_ascii=False)}\n</tool_call>")
     return "\n".join(parts).rstrip()
+
+
+def call_dict(cid: str, name: str, arguments: object) -> dict:
+    """One tool call in the OpenAI shape."""
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def structured_calls(msg: dict) -> list[dict]:
     """An assistant message's calls as the structured layout keeps them: arguments as JSON objects."""
     return [
-        {
-            "id": str(call.get("id") or ""),
-            "type": "function",
-            "function": {
-                "name": str(call["function"]["name"]),
-                "arguments": _parsed_args(call["function"]["arguments"]),
-            },
-        }
-        for call in msg.get("tool_calls") or []
+        call_dict(str(c.get("id") or ""), str(c["function"]["name"]), parsed_args(c["function"]["arguments"]))
+        for c in msg.get("tool_calls") or []
     ]
 
 
@@ -212,14 +211,6 @@ def clean_calls(calls: list[dict]) -> list[dict]:
     for c in calls or []:
         fn = c.get("function") or {}
         args = fn.get("arguments")
-        out.append(
-            {
-                "id": str(c.get("id") or ""),
-                "type": "function",
-                "function": {
-                    "name": str(fn.get("name") or ""),
-                    "arguments": args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False),
-                },
-            }
-        )
+        args = args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)
+        out.append(call_dict(str(c.get("id") or ""), str(fn.get("name") or ""), args))
     return out
