@@ -56,30 +56,21 @@ class OfferedTool(Protocol):
 class Conversation(Protocol):
     """A finished conversation, as far as its entry needs it (`agent.SessionResult` is one)."""
 
-    @property
-    def prompt(self) -> Prompt: ...
-    @property
-    def tools(self) -> Sequence[OfferedTool]: ...  # the tools the model was offered
-    @property
-    def toolsets(self) -> Sequence[str]: ...
-    @property
-    def history(self) -> Sequence[dict]: ...  # user, assistant and tool messages
+    prompt: Prompt
+    tools: Sequence[OfferedTool]  # the tools the model was offered
+    toolsets: Sequence[str]
+    history: Sequence[dict]  # user, assistant and tool messages
+    api_calls: int
+    stop_reason: str
+    tool_calls: Sequence[tuple[str, bool]]  # (tool name, ok) in call order
+    usage: Usage
+    cache_hits: int  # calls the response cache answered (not in api_calls)
+    saved: Usage  # their usage
+
     @property
     def completed(self) -> bool: ...
     @property
     def partial(self) -> bool: ...
-    @property
-    def api_calls(self) -> int: ...
-    @property
-    def stop_reason(self) -> str: ...
-    @property
-    def tool_calls(self) -> Sequence[tuple[str, bool]]: ...  # (tool name, ok) in call order
-    @property
-    def usage(self) -> Usage: ...
-    @property
-    def cache_hits(self) -> int: ...  # calls the response cache answered (not in api_calls)
-    @property
-    def saved(self) -> Usage: ...  # their usage
 
 
 def conversations(
