@@ -120,11 +120,6 @@ def reasoning_turns(result: Conversation) -> tuple[int, int]:
     return len(turns), sum(1 for m in turns if m.get("reasoning"))
 
 
-def unknown_tools(result: Conversation, tool_names: list[str]) -> list[str]:
-    valid = set(tool_names)
-    return sorted({name for name, _ in result.tool_calls if name not in valid})
-
-
 def entry(
     result: Conversation,
     *,
