@@ -41,15 +41,12 @@ class Score:
 
     @classmethod
     def failed(cls, name: str, kind: ScorerKind | str, error: str, **extra: object) -> Score:
-        return cls(name, _kind(kind), error=error or "error", **extra)
+        kind = kind.value if isinstance(kind, ScorerKind) else str(kind)
+        return cls(name, kind, error=error or "error", **extra)
 
     @classmethod
     def from_dict(cls, d: dict) -> Score:
         return cls(**{k: d[k] for k in cls.__slots__ if k in d})
-
-
-def _kind(kind: ScorerKind | str) -> str:
-    return kind.value if isinstance(kind, ScorerKind) else str(kind)
 
 
 @dataclass
