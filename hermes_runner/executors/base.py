@@ -25,15 +25,12 @@ R = TypeVar("R")
 class Executor(Protocol):
     def map_unordered(self, work: Callable[[T], Awaitable[R]], items: Iterator[T]) -> AsyncIterator[R]:
         """Run `work` over `items` lazily, at most `num_workers` at a time, yielding in finish order."""
-        ...
 
     def stop(self) -> None:
         """Start no new item; in-flight ones finish."""
-        ...
 
     def cancel(self) -> None:
         """Start no new item and cancel the in-flight ones."""
-        ...
 
     @property
     def in_flight(self) -> int: ...
@@ -66,7 +63,6 @@ class Dispatcher:
 
     def _cap(self) -> int:
         """Sessions one slot may hold."""
-        ...
 
     async def _send(self, slot: Slot, prompt: Prompt, started: float) -> Outcome: ...
 
