@@ -24,11 +24,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermes_runner.config import OutputLayout
 from hermes_runner.errors import ExportError
 from hermes_runner.rundir.layout import FEATURES_FILE
 from hermes_runner.rundir.reader import RunData, find_runs
 from hermes_runner.rundir.store import atomic_write, dumps_line
-from hermes_runner.trajectory.entry import SCORE_TYPES, _list, _value, best_of_k, score_record
+from hermes_runner.trajectory import entry as entries
+from hermes_runner.trajectory.entry import _list, _value, best_of_k, score_record
 from hermes_runner.trajectory.hermes import call_dict, clean_calls, parsed_args
 from hermes_runner.trajectory.openai import to_openai
 
@@ -48,7 +50,7 @@ USAGE_KEYS = {
     "total_tokens": "int64",
     "cost_usd": "float64",
 }
-KNOWN = {
+COLUMNS = (  # the columns of an entry, in the export's order
     "prompt_index",
     "conversations",
     "metadata",
@@ -63,7 +65,8 @@ KNOWN = {
     "discard_reason",
     "reward",
     "scores",
-}
+)
+KNOWN = frozenset(COLUMNS)
 
 
 def read_splits(run: RunData, splits: Iterable[str] = SPLITS, only_completed: bool = False) -> dict[str, list[dict]]:
@@ -156,40 +159,20 @@ class Schema:
         self.extra = {k: _scalar_type([r.get(k) for r in rows]) for k in sorted({k for r in rows for k in r} - KNOWN)}
 
     def features(self) -> datasets.Features:
-        from datasets import Features, List, Value
+        """The run's entry features (trajectory.entry.features) with these rows' metadata and extra fields."""
+        from datasets import Features
 
-        call = {
-            "id": Value("string"),
-            "type": Value("string"),
-            "function": {"name": Value("string"), "arguments": Value("string")},
-        }
-        counts = {"count": Value("int64"), "success": Value("int64"), "failure": Value("int64")}
-        turn = {"from": Value("string"), "value": Value("string")}
-        if self.calls:
-            turn["tool_calls"] = List(call)
-        spec = {
-            "prompt_index": Value("int64"),
-            "conversations": List(turn),
-            "metadata": {k: Value(t) for k, t in self.meta.items()},
-            "completed": Value("bool"),
-            "partial": Value("bool"),
-            "stop_reason": Value("string"),
-            "api_calls": Value("int64"),
-            "toolsets_used": List(Value("string")),
-            "tool_stats": {n: counts for n in self.tools},
-            "tool_error_counts": {n: Value("int64") for n in self.tools},
-            "usage": {k: Value(t) for k, t in USAGE_KEYS.items()},
-            "discard_reason": Value("string"),
-            "reward": Value("float64"),
-            "scores": List({k: Value(t) for k, t in SCORE_TYPES.items()}),
-            **{k: Value(t) for k, t in self.extra.items()},
-        }
+        own = entries.features(self.tools, OutputLayout.structured if self.calls else OutputLayout.hermes)
+        if self.calls:  # arguments as JSON text here: one Arrow type for every tool's arguments
+            own["conversations"]["feature"]["tool_calls"]["feature"]["function"]["arguments"] = _value("string")
+        own["metadata"] = {k: _value(t) for k, t in self.meta.items()}
+        spec = {k: own[k] for k in COLUMNS} | {k: _value(t) for k, t in self.extra.items()}
         if not self.tools:  # Arrow has no empty struct
             spec.pop("tool_stats")
             spec.pop("tool_error_counts")
         if not self.meta:
             spec.pop("metadata")
-        return Features(spec)
+        return Features.from_dict(spec)
 
     def row(self, e: dict) -> dict:
         """An entry with every column present and typed the same way."""
