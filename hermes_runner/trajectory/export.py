@@ -101,12 +101,11 @@ def select(
     if best:
         keys = best_of_k((str(i), e) for i, e in enumerate(kept))
         kept = [e for i, e in enumerate(kept) if str(i) in keys]
-    if pass_fail:
-        out = {
+    if pass_fail:  # of the kept rows only: discarded ones were never candidates
+        return {
             "pass": [e for e in kept if passed(e, min_reward)],
             "fail": [e for e in kept if not passed(e, min_reward)],
         }
-        return out  # of the kept rows only: discarded ones were never candidates
     if min_reward is not None:
         kept = [e for e in kept if passed(e, min_reward)]
     return {**splits, "kept": kept}
