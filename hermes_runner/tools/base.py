@@ -97,6 +97,11 @@ def text_arg(args: dict, name: str) -> str:
     return value
 
 
+def params(*required: str, **properties: dict) -> dict:
+    """The JSON Schema of a tool's arguments: `properties` by name, the `required` ones named first."""
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
 def register(tool: Tool) -> Tool:
     if tool.name in _TOOLS:
         raise ValueError(f"tool {tool.name!r} registered twice")

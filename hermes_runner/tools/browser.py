@@ -13,10 +13,10 @@ from functools import wraps
 from hermes_runner.errors import ToolError
 from hermes_runner.tools.backends.browser import BrowserService, BrowserSession
 from hermes_runner.tools.backends.netguard import check_url
-from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
 from hermes_runner.util.text import clip, first_line
 
-NO_ARGS = {"type": "object", "properties": {}, "required": []}
+NO_ARGS = params()
 REF = re.compile(r"^\[?(?:@|ref=)?([a-z]*\d*e\d+)\]?$")
 UNNAMED_GENERIC = re.compile(r"^\s*- generic(?: \[[^\]]*\])*:?$")
 MAX_IMAGES = 50
@@ -88,11 +88,7 @@ async def _where(s: BrowserSession) -> dict:
     "Open a URL in the browser (a fresh session per task) and return the page's title and a compact "
     "accessibility snapshot. For plain reading prefer web_search/web_extract; use the browser to "
     "interact with pages (click, fill forms, dynamic content).",
-    {
-        "type": "object",
-        "properties": {"url": {"type": "string", "description": "The URL to open (http or https)."}},
-        "required": ["url"],
-    },
+    params("url", url={"type": "string", "description": "The URL to open (http or https)."}),
 )
 @_playwright_errors
 async def browser_navigate(ctx: ToolContext, args: dict) -> ToolResult:
@@ -117,11 +113,7 @@ async def browser_navigate(ctx: ToolContext, args: dict) -> ToolResult:
     "Get a text snapshot of the current page's accessibility tree. Elements carry refs like "
     "[ref=e5] for browser_click and browser_type. full=false (default): compact view; "
     "full=true: the complete tree. Refs change with every snapshot.",
-    {
-        "type": "object",
-        "properties": {"full": {"type": "boolean", "description": "Return the complete tree (default false)."}},
-        "required": [],
-    },
+    params(full={"type": "boolean", "description": "Return the complete tree (default false)."}),
 )
 @_playwright_errors
 async def browser_snapshot(ctx: ToolContext, args: dict) -> ToolResult:
@@ -134,11 +126,7 @@ async def browser_snapshot(ctx: ToolContext, args: dict) -> ToolResult:
     "browser",
     "browser_click",
     "Click the element with the given ref from the latest snapshot (e.g. @e5).",
-    {
-        "type": "object",
-        "properties": {"ref": {"type": "string", "description": "Element ref from the snapshot, e.g. @e5."}},
-        "required": ["ref"],
-    },
+    params("ref", ref={"type": "string", "description": "Element ref from the snapshot, e.g. @e5."}),
 )
 @_playwright_errors
 async def browser_click(ctx: ToolContext, args: dict) -> ToolResult:
@@ -152,14 +140,12 @@ async def browser_click(ctx: ToolContext, args: dict) -> ToolResult:
     "browser",
     "browser_type",
     "Type text into the input field with the given ref (the field is cleared first).",
-    {
-        "type": "object",
-        "properties": {
-            "ref": {"type": "string", "description": "Element ref from the snapshot, e.g. @e3."},
-            "text": {"type": "string", "description": "The text to type."},
-        },
-        "required": ["ref", "text"],
-    },
+    params(
+        "ref",
+        "text",
+        ref={"type": "string", "description": "Element ref from the snapshot, e.g. @e3."},
+        text={"type": "string", "description": "The text to type."},
+    ),
 )
 @_playwright_errors
 async def browser_type(ctx: ToolContext, args: dict) -> ToolResult:
@@ -176,11 +162,7 @@ async def browser_type(ctx: ToolContext, args: dict) -> ToolResult:
     "browser",
     "browser_scroll",
     "Scroll the page up or down by most of a screen to reveal more content.",
-    {
-        "type": "object",
-        "properties": {"direction": {"type": "string", "enum": ["up", "down"], "description": "Direction to scroll."}},
-        "required": ["direction"],
-    },
+    params("direction", direction={"type": "string", "enum": ["up", "down"], "description": "Direction to scroll."}),
 )
 @_playwright_errors
 async def browser_scroll(ctx: ToolContext, args: dict) -> ToolResult:
@@ -210,11 +192,7 @@ async def browser_back(ctx: ToolContext, args: dict) -> ToolResult:
     "browser",
     "browser_press",
     "Press a keyboard key in the page, e.g. Enter to submit a form, Tab, Escape, ArrowDown.",
-    {
-        "type": "object",
-        "properties": {"key": {"type": "string", "description": "Key to press (e.g. 'Enter', 'Tab', 'Escape')."}},
-        "required": ["key"],
-    },
+    params("key", key={"type": "string", "description": "Key to press (e.g. 'Enter', 'Tab', 'Escape')."}),
 )
 @_playwright_errors
 async def browser_press(ctx: ToolContext, args: dict) -> ToolResult:

@@ -8,7 +8,7 @@ import time
 
 from hermes_runner.config import CodeExecutionConfig
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
 from hermes_runner.util.text import clip
 
 MAX_FILE_KB = 100 * 1024  # ulimit -f: no stderr/result file may fill the disk
@@ -51,18 +51,15 @@ except BaseException as exc:
     "stdout, stderr, exit code and the repr of a final expression, like a notebook cell. "
     "Use it for calculations, data processing and quick experiments. Nothing persists between "
     "calls except files.",
-    {
-        "type": "object",
-        "properties": {
-            "code": {"type": "string", "description": "Python source to run."},
-            "timeout": {
-                "type": "integer",
-                "minimum": 1,
-                "description": "Seconds before the script is killed (default 60).",
-            },
+    params(
+        "code",
+        code={"type": "string", "description": "Python source to run."},
+        timeout={
+            "type": "integer",
+            "minimum": 1,
+            "description": "Seconds before the script is killed (default 60).",
         },
-        "required": ["code"],
-    },
+    ),
 )
 async def execute_code(ctx: ToolContext, args: dict) -> ToolResult:
     cfg: CodeExecutionConfig = ctx.services.get("code_execution") or CodeExecutionConfig()

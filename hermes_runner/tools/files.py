@@ -7,7 +7,7 @@ import re
 import shlex
 
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.base import ToolContext, ToolResult, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, params, tool
 
 MAX_READ_LIMIT = 2000
 
@@ -45,20 +45,17 @@ async def _read_text(ctx: ToolContext, path: str) -> str:
     "file",
     "read_file",
     "Read a text file with line numbers (LINE|CONTENT). Use offset/limit to page through long files.",
-    {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path (relative to the working directory or absolute)."},
-            "offset": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
-            "limit": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": MAX_READ_LIMIT,
-                "description": "Lines to read (default 500).",
-            },
+    params(
+        "path",
+        path={"type": "string", "description": "File path (relative to the working directory or absolute)."},
+        offset={"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
+        limit={
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_READ_LIMIT,
+            "description": "Lines to read (default 500).",
         },
-        "required": ["path"],
-    },
+    ),
 )
 async def read_file(ctx: ToolContext, args: dict) -> ToolResult:
     path = _str_arg(args, "path")
@@ -75,14 +72,12 @@ async def read_file(ctx: ToolContext, args: dict) -> ToolResult:
     "file",
     "write_file",
     "Write a file, replacing its content; parent directories are created.",
-    {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path."},
-            "content": {"type": "string", "description": "The complete new content."},
-        },
-        "required": ["path", "content"],
-    },
+    params(
+        "path",
+        "content",
+        path={"type": "string", "description": "File path."},
+        content={"type": "string", "description": "The complete new content."},
+    ),
 )
 async def write_file(ctx: ToolContext, args: dict) -> ToolResult:
     path = _str_arg(args, "path")
@@ -230,18 +225,15 @@ async def _apply_v4a(ctx: ToolContext, args: dict) -> ToolResult:
     "unless replace_all). mode='patch' applies a V4A multi-file patch "
     "('*** Begin Patch' ... '*** Update File: path' / '*** Add File: path' / "
     "'*** Delete File: path', hunks after '@@' with ' ', '-', '+' lines ... '*** End Patch').",
-    {
-        "type": "object",
-        "properties": {
-            "mode": {"type": "string", "enum": ["replace", "patch"], "description": "Edit mode (default replace)."},
-            "path": {"type": "string", "description": "File to edit (replace mode)."},
-            "old_string": {"type": "string", "description": "Text to find (replace mode)."},
-            "new_string": {"type": "string", "description": "Replacement text (replace mode)."},
-            "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."},
-            "patch": {"type": "string", "description": "V4A patch text (patch mode)."},
-        },
-        "required": ["mode"],
-    },
+    params(
+        "mode",
+        mode={"type": "string", "enum": ["replace", "patch"], "description": "Edit mode (default replace)."},
+        path={"type": "string", "description": "File to edit (replace mode)."},
+        old_string={"type": "string", "description": "Text to find (replace mode)."},
+        new_string={"type": "string", "description": "Replacement text (replace mode)."},
+        replace_all={"type": "boolean", "description": "Replace every occurrence (default false)."},
+        patch={"type": "string", "description": "V4A patch text (patch mode)."},
+    ),
 )
 async def patch(ctx: ToolContext, args: dict) -> ToolResult:
     mode = args.get("mode", "replace")
@@ -257,28 +249,25 @@ async def patch(ctx: ToolContext, args: dict) -> ToolResult:
     "search_files",
     "Search file contents with a regular expression (target='content') or find files by "
     "name with a glob (target='files'). Prefer this to ls/find/grep in the terminal.",
-    {
-        "type": "object",
-        "properties": {
-            "pattern": {"type": "string", "description": "Regex (content) or glob (files)."},
-            "target": {
-                "type": "string",
-                "enum": ["content", "files"],
-                "description": "What to search (default content).",
-            },
-            "path": {"type": "string", "description": "Directory to search (default '.')."},
-            "file_glob": {"type": "string", "description": "Only search files whose name matches this glob."},
-            "limit": {"type": "integer", "minimum": 1, "description": "Maximum results (default 50)."},
-            "offset": {"type": "integer", "minimum": 0, "description": "Results to skip (default 0)."},
-            "output_mode": {
-                "type": "string",
-                "enum": ["content", "files_only", "count"],
-                "description": "Content search output: matching lines, file names, or counts per file.",
-            },
-            "context": {"type": "integer", "minimum": 0, "description": "Lines of context around matches (default 0)."},
+    params(
+        "pattern",
+        pattern={"type": "string", "description": "Regex (content) or glob (files)."},
+        target={
+            "type": "string",
+            "enum": ["content", "files"],
+            "description": "What to search (default content).",
         },
-        "required": ["pattern"],
-    },
+        path={"type": "string", "description": "Directory to search (default '.')."},
+        file_glob={"type": "string", "description": "Only search files whose name matches this glob."},
+        limit={"type": "integer", "minimum": 1, "description": "Maximum results (default 50)."},
+        offset={"type": "integer", "minimum": 0, "description": "Results to skip (default 0)."},
+        output_mode={
+            "type": "string",
+            "enum": ["content", "files_only", "count"],
+            "description": "Content search output: matching lines, file names, or counts per file.",
+        },
+        context={"type": "integer", "minimum": 0, "description": "Lines of context around matches (default 0)."},
+    ),
 )
 async def search_files(ctx: ToolContext, args: dict) -> ToolResult:
     pattern = _str_arg(args, "pattern")

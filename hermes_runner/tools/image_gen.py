@@ -8,7 +8,7 @@ import re
 import secrets
 
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
 from hermes_runner.tools.image_io import EXTENSIONS, load_image, sniff
 
 MAX_IMAGE_BYTES = 50_000_000
@@ -25,22 +25,19 @@ def _slug(prompt: str) -> str:
     "Generate an image from a text prompt. The image is saved in the task's working directory; "
     "the result gives its path (usable with vision_analyze) and, when the endpoint provides "
     "one, its URL. Display it with markdown: ![description](path)",
-    {
-        "type": "object",
-        "properties": {
-            "prompt": {
-                "type": "string",
-                "description": "The text prompt describing the desired image. Be detailed and descriptive.",
-            },
-            "aspect_ratio": {
-                "type": "string",
-                "enum": ["landscape", "square", "portrait"],
-                "description": "Aspect ratio: 'landscape' is wide, 'portrait' is tall, 'square' is 1:1 "
-                "(default landscape).",
-            },
+    params(
+        "prompt",
+        prompt={
+            "type": "string",
+            "description": "The text prompt describing the desired image. Be detailed and descriptive.",
         },
-        "required": ["prompt"],
-    },
+        aspect_ratio={
+            "type": "string",
+            "enum": ["landscape", "square", "portrait"],
+            "description": "Aspect ratio: 'landscape' is wide, 'portrait' is tall, 'square' is 1:1 "
+            "(default landscape).",
+        },
+    ),
 )
 async def image_generate(ctx: ToolContext, args: dict) -> ToolResult:
     svc = ctx.service("image_gen")

@@ -8,7 +8,7 @@ import time
 
 from hermes_runner.errors import ModelCallError
 from hermes_runner.model.base import ChatModel
-from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
 from hermes_runner.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -38,16 +38,13 @@ async def _ask(label: str, model: ChatModel, messages: list[dict], usage: Usage)
     "Route a hard problem through several language models that answer independently, then an "
     "aggregator model combines their answers into one. Use it sparingly, for genuinely difficult "
     "problems: complex math, advanced algorithms, multi-step analytical reasoning.",
-    {
-        "type": "object",
-        "properties": {
-            "user_prompt": {
-                "type": "string",
-                "description": "The complex question or problem to solve, with all the context the models need.",
-            }
+    params(
+        "user_prompt",
+        user_prompt={
+            "type": "string",
+            "description": "The complex question or problem to solve, with all the context the models need.",
         },
-        "required": ["user_prompt"],
-    },
+    ),
 )
 async def mixture_of_agents(ctx: ToolContext, args: dict) -> ToolResult:
     svc = ctx.service("moa")

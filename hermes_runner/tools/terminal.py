@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
 
-TERMINAL_PARAMS = {
-    "type": "object",
-    "properties": {
-        "command": {"type": "string", "description": "The shell command to run."},
-        "timeout": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "Seconds before the command is killed (default 180). Returns as soon as it exits.",
-        },
-        "workdir": {"type": "string", "description": "Directory to run in (default: the task's working directory)."},
+TERMINAL_PARAMS = params(
+    "command",
+    command={"type": "string", "description": "The shell command to run."},
+    timeout={
+        "type": "integer",
+        "minimum": 1,
+        "description": "Seconds before the command is killed (default 180). Returns as soon as it exits.",
     },
-    "required": ["command"],
-}
+    workdir={"type": "string", "description": "Directory to run in (default: the task's working directory)."},
+)
 
 
 @tool(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hermes_runner.errors import ModelCallError, ToolError
-from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
 from hermes_runner.tools.image_io import data_url, load_image
 
 PROMPT = "Fully describe and explain everything about this image, then answer the following question:\n\n{question}"
@@ -14,14 +14,12 @@ PROMPT = "Fully describe and explain everything about this image, then answer th
     "vision_analyze",
     "Analyze an image with a vision model: it describes the image completely and answers your "
     "question about it. The image may be an http(s) URL or a file path in the task's environment.",
-    {
-        "type": "object",
-        "properties": {
-            "image_url": {"type": "string", "description": "Image URL (http/https) or file path to analyze."},
-            "question": {"type": "string", "description": "Your specific question or request about the image."},
-        },
-        "required": ["image_url", "question"],
-    },
+    params(
+        "image_url",
+        "question",
+        image_url={"type": "string", "description": "Image URL (http/https) or file path to analyze."},
+        question={"type": "string", "description": "Your specific question or request about the image."},
+    ),
 )
 async def vision_analyze(ctx: ToolContext, args: dict) -> ToolResult:
     svc = ctx.service("vision")

@@ -6,7 +6,7 @@ import asyncio
 
 from hermes_runner.errors import ToolError
 from hermes_runner.tools.backends.extract import TEXT_TYPES, allocate, html_to_markdown, pdf_to_text
-from hermes_runner.tools.base import ToolContext, ToolResult, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
 from hermes_runner.util.text import clip
 
 MAX_SEARCH_RESULTS = 100
@@ -19,19 +19,16 @@ OMITTED = "\n\n[... {n} characters omitted; ask for a larger char_limit or a nar
     "Search the web for information. Returns up to 5 results by default with titles, URLs and "
     "descriptions. The query goes to the configured search backend, so operators such as "
     'site:domain or "exact phrase" work when the backend supports them.',
-    {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "The search query."},
-            "limit": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": MAX_SEARCH_RESULTS,
-                "description": "Maximum number of results (default 5).",
-            },
+    params(
+        "query",
+        query={"type": "string", "description": "The search query."},
+        limit={
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_SEARCH_RESULTS,
+            "description": "Maximum number of results (default 5).",
         },
-        "required": ["query"],
-    },
+    ),
 )
 async def web_search(ctx: ToolContext, args: dict) -> ToolResult:
     svc = ctx.service("web")
@@ -80,23 +77,20 @@ async def _extract_one(svc, url: str) -> dict:
     "Extract the content of up to 5 web pages or PDF URLs as clean markdown/text (no summarisation). "
     "Pages longer than char_limit come back as a head and tail view; all pages of one call share a "
     "character budget. Use a more specific URL or the browser when more context is needed.",
-    {
-        "type": "object",
-        "properties": {
-            "urls": {
-                "type": "array",
-                "items": {"type": "string"},
-                "maxItems": 5,
-                "description": "URLs to extract (max 5 per call).",
-            },
-            "char_limit": {
-                "type": "integer",
-                "minimum": 100,
-                "description": "Maximum characters per page (default 15000).",
-            },
+    params(
+        "urls",
+        urls={
+            "type": "array",
+            "items": {"type": "string"},
+            "maxItems": 5,
+            "description": "URLs to extract (max 5 per call).",
         },
-        "required": ["urls"],
-    },
+        char_limit={
+            "type": "integer",
+            "minimum": 100,
+            "description": "Maximum characters per page (default 15000).",
+        },
+    ),
 )
 async def web_extract(ctx: ToolContext, args: dict) -> ToolResult:
     svc = ctx.service("web")
