@@ -7,13 +7,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from functools import wraps
 
 from hermes_runner.errors import ToolError
 from hermes_runner.tools.backends.browser import BrowserService, BrowserSession
 from hermes_runner.tools.backends.netguard import check_url
-from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolFn, ToolResult, params, text_arg, tool
 from hermes_runner.util.text import clip, first_line
 
 NO_ARGS = params()
@@ -23,19 +23,23 @@ MAX_IMAGES = 50
 SNAPSHOT_CUT = "\n[... snapshot truncated: {n} more characters; scroll or use full=true ...]"
 
 
-def _playwright_errors(fn: Callable[[ToolContext, dict], Awaitable[ToolResult]]):
-    """Browser failures (timeouts, detached elements, crashed pages) go back to the model as tool errors."""
+def _browser_tool(name: str, description: str, parameters: dict) -> Callable[[ToolFn], ToolFn]:
+    """A tool of the `browser` toolset: browser failures (timeouts, detached elements, crashed pages) go back to
+    the model as tool errors."""
 
-    @wraps(fn)
-    async def run(ctx: ToolContext, args: dict) -> ToolResult:
-        from playwright.async_api import Error as PlaywrightError
+    def wrap(fn: ToolFn) -> ToolFn:
+        @wraps(fn)
+        async def run(ctx: ToolContext, args: dict) -> ToolResult:
+            from playwright.async_api import Error as PlaywrightError
 
-        try:
-            return await fn(ctx, args)
-        except PlaywrightError as exc:
-            raise ToolError(first_line(exc, None).removeprefix("Error: ")[:500]) from None
+            try:
+                return await fn(ctx, args)
+            except PlaywrightError as exc:
+                raise ToolError(first_line(exc, None).removeprefix("Error: ")[:500]) from None
 
-    return run
+        return tool("browser", name, description, parameters)(run)
+
+    return wrap
 
 
 def _svc(ctx: ToolContext) -> BrowserService:
@@ -82,15 +86,13 @@ async def _where(s: BrowserSession) -> dict:
     return {"url": s.page.url, "title": await s.page.title()}
 
 
-@tool(
-    "browser",
+@_browser_tool(
     "browser_navigate",
     "Open a URL in the browser (a fresh session per task) and return the page's title and a compact "
     "accessibility snapshot. For plain reading prefer web_search/web_extract; use the browser to "
     "interact with pages (click, fill forms, dynamic content).",
     params("url", url={"type": "string", "description": "The URL to open (http or https)."}),
 )
-@_playwright_errors
 async def browser_navigate(ctx: ToolContext, args: dict) -> ToolResult:
     svc = _svc(ctx)
     url = text_arg(args, "url")
@@ -107,28 +109,24 @@ async def browser_navigate(ctx: ToolContext, args: dict) -> ToolResult:
     return ToolResult.of(out, ok=resp is None or resp.status < 400)
 
 
-@tool(
-    "browser",
+@_browser_tool(
     "browser_snapshot",
     "Get a text snapshot of the current page's accessibility tree. Elements carry refs like "
     "[ref=e5] for browser_click and browser_type. full=false (default): compact view; "
     "full=true: the complete tree. Refs change with every snapshot.",
     params(full={"type": "boolean", "description": "Return the complete tree (default false)."}),
 )
-@_playwright_errors
 async def browser_snapshot(ctx: ToolContext, args: dict) -> ToolResult:
     s = _open(ctx)
     snapshot, truncated = await _snapshot(_svc(ctx), s, full=bool(args.get("full")))
     return ToolResult.of({"success": True, **await _where(s), "snapshot": snapshot, "truncated": truncated})
 
 
-@tool(
-    "browser",
+@_browser_tool(
     "browser_click",
     "Click the element with the given ref from the latest snapshot (e.g. @e5).",
     params("ref", ref={"type": "string", "description": "Element ref from the snapshot, e.g. @e5."}),
 )
-@_playwright_errors
 async def browser_click(ctx: ToolContext, args: dict) -> ToolResult:
     s = _open(ctx)
     ref = _ref(args)
@@ -136,8 +134,7 @@ async def browser_click(ctx: ToolContext, args: dict) -> ToolResult:
     return ToolResult.of({"success": True, "clicked": ref, **await _where(s)})
 
 
-@tool(
-    "browser",
+@_browser_tool(
     "browser_type",
     "Type text into the input field with the given ref (the field is cleared first).",
     params(
@@ -147,7 +144,6 @@ async def browser_click(ctx: ToolContext, args: dict) -> ToolResult:
         text={"type": "string", "description": "The text to type."},
     ),
 )
-@_playwright_errors
 async def browser_type(ctx: ToolContext, args: dict) -> ToolResult:
     s = _open(ctx)
     ref = _ref(args)
@@ -158,13 +154,11 @@ async def browser_type(ctx: ToolContext, args: dict) -> ToolResult:
     return ToolResult.of({"success": True, "typed": text, "ref": ref})
 
 
-@tool(
-    "browser",
+@_browser_tool(
     "browser_scroll",
     "Scroll the page up or down by most of a screen to reveal more content.",
     params("direction", direction={"type": "string", "enum": ["up", "down"], "description": "Direction to scroll."}),
 )
-@_playwright_errors
 async def browser_scroll(ctx: ToolContext, args: dict) -> ToolResult:
     s = _open(ctx)
     direction = args.get("direction")
@@ -178,8 +172,7 @@ async def browser_scroll(ctx: ToolContext, args: dict) -> ToolResult:
     return ToolResult.of({"success": True, "scroll_y": pos[0], "max_scroll_y": pos[1]})
 
 
-@tool("browser", "browser_back", "Go back to the previous page in the browser history.", NO_ARGS)
-@_playwright_errors
+@_browser_tool("browser_back", "Go back to the previous page in the browser history.", NO_ARGS)
 async def browser_back(ctx: ToolContext, args: dict) -> ToolResult:
     s = _open(ctx)
     resp = await s.page.go_back(wait_until="domcontentloaded")
@@ -188,13 +181,11 @@ async def browser_back(ctx: ToolContext, args: dict) -> ToolResult:
     return ToolResult.of({"success": True, **await _where(s)})
 
 
-@tool(
-    "browser",
+@_browser_tool(
     "browser_press",
     "Press a keyboard key in the page, e.g. Enter to submit a form, Tab, Escape, ArrowDown.",
     params("key", key={"type": "string", "description": "Key to press (e.g. 'Enter', 'Tab', 'Escape')."}),
 )
-@_playwright_errors
 async def browser_press(ctx: ToolContext, args: dict) -> ToolResult:
     s = _open(ctx)
     key = text_arg(args, "key")
@@ -203,8 +194,7 @@ async def browser_press(ctx: ToolContext, args: dict) -> ToolResult:
     return ToolResult.of({"success": True, "pressed": key.strip(), **await _where(s)})
 
 
-@tool("browser", "browser_get_images", "List the images on the current page with their URLs and alt text.", NO_ARGS)
-@_playwright_errors
+@_browser_tool("browser_get_images", "List the images on the current page with their URLs and alt text.", NO_ARGS)
 async def browser_get_images(ctx: ToolContext, args: dict) -> ToolResult:
     s = _open(ctx)
     images = await s.page.evaluate(
