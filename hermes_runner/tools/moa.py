@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 
 from hermes_runner.errors import ModelCallError
 from hermes_runner.model.base import ChatModel
 from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
 from hermes_runner.usage import Usage
-
-log = logging.getLogger(__name__)
 
 AGGREGATOR_PROMPT = (
     "You have been given answers from several models to the user's latest question. Combine them into "

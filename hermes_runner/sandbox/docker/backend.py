@@ -291,11 +291,7 @@ class DockerBackend(DockerEngine):
         self._watchdog = await self.call(watchdog.spawn, self.labels, self.base_url)
         refs = sorted(images)
         results = await asyncio.gather(*(self._image(ref) for ref in refs), return_exceptions=True)
-        unavailable = {}
-        for ref, res in zip(refs, results, strict=False):
-            if isinstance(res, BaseException):
-                unavailable[ref] = str(res)
-        return unavailable
+        return {ref: str(res) for ref, res in zip(refs, results, strict=False) if isinstance(res, BaseException)}
 
     async def shutdown(self) -> None:
         self._closing = True
