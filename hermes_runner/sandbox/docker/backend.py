@@ -278,8 +278,6 @@ class DockerBackend(DockerEngine):
 
         self.call(fn, *args).add_done_callback(done)
 
-    # -- run lifecycle ----------------------------------------------------------------
-
     async def start(self, images: set[str]) -> dict[str, str]:
         try:
             self.client = await self.call(self.connect)
@@ -309,8 +307,6 @@ class DockerBackend(DockerEngine):
         self._ctl.shutdown(wait=False, cancel_futures=True)
         self._io.shutdown(wait=False, cancel_futures=True)
 
-    # -- images -----------------------------------------------------------------------
-
     def _image(self, ref: str) -> asyncio.Future[Image]:
         """Find (or pull) each image once; the first caller starts it, the others share the result."""
         if ref not in self._images:
@@ -323,8 +319,6 @@ class DockerBackend(DockerEngine):
         if key not in self._probes:
             self._probes[key] = self.call(probe, self.client, image_id, workdir, self._labels("probe"))
         return self._probes[key]
-
-    # -- containers -------------------------------------------------------------------
 
     def _labels(self, key: str) -> dict[str, str]:
         return {**self.labels, orphans.PROMPT_KEY: key, orphans.KEEP: "1" if self.keep else "0"}

@@ -1,8 +1,7 @@
 """A watchdog beside the runner: when the runner dies (even kill -9), it removes the runner's containers.
 
-How it learns of the runner's end is sandbox/watchdog.py's; on it, this one removes every container
-labelled with the runner's pid and start time, and exits. At a clean shutdown the runner has removed
-them already and the sweep finds nothing.
+How it learns of the runner's end is sandbox/watchdog.py's (a clean shutdown leaves it nothing to do); on it,
+this one removes every container labelled with the runner's pid and start time, and exits.
 """
 
 from __future__ import annotations

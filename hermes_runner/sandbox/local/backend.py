@@ -102,8 +102,6 @@ class LocalSandbox:
         confined = backend.confined
         self._env = {**backend.env, "HOME": str(workdir), "TMPDIR": "/tmp" if confined else str(tmpdir)}
 
-    # -- argv ---------------------------------------------------------------------------
-
     def _wrap(self, argv: list[str], chdir: str | None = None, join: bool = True) -> list[str]:
         """argv confined: cgroup join (`join`), bubblewrap with this prompt's binds, the uid drop."""
         b = self._b
@@ -121,8 +119,6 @@ class LocalSandbox:
             full += [b.setpriv, "--reuid", uid, "--regid", uid, "--clear-groups"]
             full += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
         return full + argv
-
-    # -- commands -----------------------------------------------------------------------
 
     async def run(self, command: str, timeout: float, workdir: str | None = None) -> ExecResult:
         wd = self._resolve(workdir) if workdir else self.cwd
@@ -251,8 +247,6 @@ class LocalBackend(Confinement):
         # Blocking work (forks, directory creation and removal) runs here, off the event loop.
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="local-sandbox")
 
-    # -- start --------------------------------------------------------------------------
-
     async def start(self, images: set[str]) -> dict[str, str]:
         await asyncio.to_thread(self._start)
         return {}
@@ -312,8 +306,6 @@ class LocalBackend(Confinement):
             if left := remove_tree(probe_dir):
                 log.error("cannot unmount %s: the probe's dir %s is left in place", left, probe_dir)
         return self.judge_probe(code, out.decode(errors="replace"), err)
-
-    # -- prompts ------------------------------------------------------------------------
 
     async def create(self, prompt: Prompt) -> LocalSandbox:
         made = asyncio.get_running_loop().run_in_executor(self.pool, self._create, prompt)

@@ -1,12 +1,11 @@
 """Per-prompt cgroups for the local sandbox: a pids, memory and CPU limit on everything a prompt runs.
 
-Both layouts are handled: cgroup v1 (one hierarchy per controller, as on hybrid hosts) and
-cgroup v2 (the unified hierarchy, where our own cgroup must be able to delegate the
-controllers). A run gets `hermes-<run>-<pid>/` under the runner's own cgroup, and each uid slot
-of the local sandbox a child of it (one prompt at a time uses a slot). Commands join their prompt's cgroup before bubblewrap starts (a tiny `sh` writes
-its own pid into `cgroup.procs`, then execs), so nothing the command forks escapes it. When no
-writable hierarchy has the controllers, `Cgroups.open` returns None and the sandbox falls back
-to rlimits.
+Both layouts are handled: cgroup v1 (one hierarchy per controller, as on hybrid hosts) and cgroup v2 (the unified
+hierarchy, where our own cgroup must be able to delegate the controllers). A run gets `hermes-<run>-<pid>/` under
+the runner's own cgroup, and each uid slot of the local sandbox a child of it (one prompt at a time uses a slot).
+Commands join their prompt's cgroup before bubblewrap starts (a tiny `sh` writes its own pid into `cgroup.procs`,
+then execs), so nothing the command forks escapes it. When no writable hierarchy has the controllers,
+`Cgroups.open` returns None and the sandbox falls back to rlimits.
 """
 
 from __future__ import annotations

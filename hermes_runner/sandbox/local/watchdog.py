@@ -1,11 +1,10 @@
 """A watchdog beside a root runner of the local sandbox: when the runner dies (even kill -9), its prompts' tmpfs
 mounts go with it.
 
-How it learns of the runner's end is sandbox/watchdog.py's (as for Docker's, sandbox/docker/watchdog.py);
-then it unmounts every mount under the run's sandbox dir and removes the dir (`sandbox.keep=true`:
-copies each prompt's dir to the disk first and keeps it). At a clean shutdown
-the runner has done that already and the watchdog finds nothing. A watchdog killed too leaves the
-work to the next runner's start-up cleanup (reap_orphans), which does the same.
+How it learns of the runner's end is sandbox/watchdog.py's (as for Docker's, sandbox/docker/watchdog.py); then it
+unmounts every mount under the run's sandbox dir and removes the dir (`sandbox.keep=true`: copies each prompt's dir
+to the disk first and keeps it). A watchdog killed too leaves the work to the next runner's start-up cleanup
+(reap_orphans), which does the same.
 """
 
 from __future__ import annotations
