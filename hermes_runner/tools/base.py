@@ -97,6 +97,14 @@ def text_arg(args: dict, name: str) -> str:
     return value
 
 
+def number_arg(name: str, value: object, kind: type[int | float] = float) -> int | float:
+    """`value`, given for the argument `name`, as a `kind` (int or float); a ToolError when it is not a number."""
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ToolError(f"'{name}' must be {'an integer' if kind is int else 'a number'}, not {value!r}") from None
+
+
 def params(*required: str, **properties: dict) -> dict:
     """The JSON Schema of a tool's arguments: `properties` by name, the `required` ones named first."""
     return {"type": "object", "properties": properties, "required": list(required)}

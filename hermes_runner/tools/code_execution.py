@@ -8,7 +8,7 @@ import time
 
 from hermes_runner.config import CodeExecutionConfig
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, number_arg, params, text_arg, tool
 from hermes_runner.util.text import clip
 
 MAX_FILE_KB = 100 * 1024  # ulimit -f: no stderr/result file may fill the disk
@@ -64,10 +64,7 @@ except BaseException as exc:
 async def execute_code(ctx: ToolContext, args: dict) -> ToolResult:
     cfg: CodeExecutionConfig = ctx.services.get("code_execution") or CodeExecutionConfig()
     code = text_arg(args, "code")
-    try:
-        timeout = float(args.get("timeout") or cfg.timeout_s)
-    except (TypeError, ValueError):
-        raise ToolError(f"'timeout' must be a number, not {args.get('timeout')!r}") from None
+    timeout = number_arg("timeout", args.get("timeout") or cfg.timeout_s)
     timeout = max(1.0, min(timeout, cfg.max_timeout_s))
     d = f".hermes_exec_{secrets.token_hex(4)}"
     q = shlex.quote

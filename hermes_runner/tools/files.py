@@ -7,7 +7,7 @@ import re
 import shlex
 
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.base import ToolContext, ToolResult, params, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, number_arg, params, tool
 
 MAX_READ_LIMIT = 2000
 
@@ -24,11 +24,7 @@ def _str_arg(args: dict, name: str, required: bool = True, default: str | None =
 
 
 def _int_arg(args: dict, name: str, default: int, lo: int, hi: int | None = None) -> int:
-    value = args.get(name, default)
-    try:
-        value = int(value)
-    except (TypeError, ValueError):
-        raise ToolError(f"'{name}' must be an integer, not {value!r}") from None
+    value = number_arg(name, args.get(name, default), int)
     if value < lo or (hi is not None and value > hi):
         raise ToolError(f"'{name}' must be between {lo} and {hi}" if hi else f"'{name}' must be >= {lo}")
     return value

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hermes_runner.errors import ToolError
-from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, number_arg, params, text_arg, tool
 
 TERMINAL_PARAMS = params(
     "command",
@@ -27,11 +27,7 @@ TERMINAL_PARAMS = params(
 )
 async def terminal(ctx: ToolContext, args: dict) -> ToolResult:
     command = text_arg(args, "command")
-    timeout = args.get("timeout", ctx.command_timeout_s)
-    try:
-        timeout = float(timeout)
-    except (TypeError, ValueError):
-        raise ToolError(f"'timeout' must be a number, not {timeout!r}") from None
+    timeout = number_arg("timeout", args.get("timeout", ctx.command_timeout_s))
     timeout = max(1.0, min(timeout, ctx.command_timeout_s * 4))
     workdir = args.get("workdir")
     if workdir is not None and not isinstance(workdir, str):

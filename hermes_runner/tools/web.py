@@ -6,7 +6,7 @@ import asyncio
 
 from hermes_runner.errors import ToolError
 from hermes_runner.tools.backends.extract import TEXT_TYPES, allocate, html_to_markdown, pdf_to_text
-from hermes_runner.tools.base import ToolContext, ToolResult, params, text_arg, tool
+from hermes_runner.tools.base import ToolContext, ToolResult, number_arg, params, text_arg, tool
 from hermes_runner.util.text import clip
 
 MAX_SEARCH_RESULTS = 100
@@ -33,10 +33,7 @@ OMITTED = "\n\n[... {n} characters omitted; ask for a larger char_limit or a nar
 async def web_search(ctx: ToolContext, args: dict) -> ToolResult:
     svc = ctx.service("web")
     query = text_arg(args, "query")
-    try:
-        limit = int(args.get("limit", 5))
-    except (TypeError, ValueError):
-        raise ToolError(f"'limit' must be an integer, not {args.get('limit')!r}") from None
+    limit = number_arg("limit", args.get("limit", 5), int)
     limit = max(1, min(limit, MAX_SEARCH_RESULTS))
     hits = await svc.search.search(query.strip(), limit)
     web = [{"title": h.title, "url": h.url, "description": h.description, "position": i} for i, h in enumerate(hits, 1)]
@@ -102,10 +99,7 @@ async def web_extract(ctx: ToolContext, args: dict) -> ToolResult:
         raise ToolError("'urls' must be a non-empty list of URL strings")
     if len(urls) > cfg.max_urls:
         raise ToolError(f"at most {cfg.max_urls} URLs per call, got {len(urls)}")
-    try:
-        wanted = int(args.get("char_limit") or cfg.char_limit)
-    except (TypeError, ValueError):
-        raise ToolError(f"'char_limit' must be an integer, not {args.get('char_limit')!r}") from None
+    wanted = number_arg("char_limit", args.get("char_limit") or cfg.char_limit, int)
     wanted = max(100, min(wanted, cfg.max_char_limit))
     results = await asyncio.gather(*(_extract_one(svc, u.strip()) for u in urls))
     sizes = [len(r.get("content", "")) for r in results]

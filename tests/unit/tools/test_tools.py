@@ -198,3 +198,19 @@ def test_search_files(box):
     assert out["matches"] == ["./src/b.txt"]
     out, _ = box("search_files", pattern="TODO", limit=1, offset=1)
     assert len(out["matches"]) == 1 and out["truncated"]
+
+
+def test_number_arg_converts_or_names_the_argument():
+    from hermes_runner.errors import ToolError
+    from hermes_runner.tools.base import number_arg, params
+
+    assert number_arg("limit", "7", int) == 7 and number_arg("timeout", "2.5") == 2.5
+    with pytest.raises(ToolError, match=r"'limit' must be an integer, not 'x'"):
+        number_arg("limit", "x", int)
+    with pytest.raises(ToolError, match=r"'timeout' must be a number, not None"):
+        number_arg("timeout", None)
+    assert params("a", a={"type": "string"}, b={"type": "integer"}) == {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+        "required": ["a"],
+    }
