@@ -20,7 +20,6 @@ def _size(n: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`hermes-cache info|clear [--dir DIR] [--expired]`: the response cache's size, or empty it."""
     ap = argparse.ArgumentParser(
         prog="hermes-cache", description="Show the size of the response cache, or empty it (docs/caching.md)."
     )

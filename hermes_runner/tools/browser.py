@@ -42,12 +42,8 @@ def _browser_tool(name: str, description: str, parameters: dict) -> Callable[[To
     return wrap
 
 
-def _svc(ctx: ToolContext) -> BrowserService:
-    return ctx.service("browser")
-
-
 def _open(ctx: ToolContext) -> BrowserSession:
-    s = _svc(ctx).current(ctx.state)
+    s = ctx.service("browser").current(ctx.state)
     if s is None:
         raise ToolError("no page is open: call browser_navigate first")
     return s
@@ -68,8 +64,9 @@ async def _on_ref(ctx: ToolContext, s: BrowserSession, ref: str, action: str, *a
     try:
         await getattr(s.page.get_by_ref(ref), action)(*args)
     except PlaywrightTimeout:
+        timeout = ctx.service("browser").cfg.action_timeout_s
         raise ToolError(
-            f"element {ref} was not found or could not be used within {_svc(ctx).cfg.action_timeout_s:g}s; "
+            f"element {ref} was not found or could not be used within {timeout:g}s; "
             "refs change with every snapshot: take a new browser_snapshot"
         ) from None
 
@@ -94,7 +91,7 @@ async def _where(s: BrowserSession) -> dict:
     params("url", url={"type": "string", "description": "The URL to open (http or https)."}),
 )
 async def browser_navigate(ctx: ToolContext, args: dict) -> ToolResult:
-    svc = _svc(ctx)
+    svc = ctx.service("browser")
     url = text_arg(args, "url")
     url = url.strip()
     if "://" not in url:
@@ -118,7 +115,7 @@ async def browser_navigate(ctx: ToolContext, args: dict) -> ToolResult:
 )
 async def browser_snapshot(ctx: ToolContext, args: dict) -> ToolResult:
     s = _open(ctx)
-    snapshot, truncated = await _snapshot(_svc(ctx), s, full=bool(args.get("full")))
+    snapshot, truncated = await _snapshot(ctx.service("browser"), s, full=bool(args.get("full")))
     return ToolResult.of({"success": True, **await _where(s), "snapshot": snapshot, "truncated": truncated})
 
 

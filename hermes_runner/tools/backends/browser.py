@@ -30,10 +30,7 @@ STATE_KEY = "browser"
 def find_chromium(cfg: BrowserConfig) -> str | None:
     if cfg.executable:
         return shutil.which(cfg.executable)
-    for name in CANDIDATES:
-        if path := shutil.which(name):
-            return path
-    return None
+    return next((path for name in CANDIDATES if (path := shutil.which(name))), None)
 
 
 class BrowserSession:
