@@ -4,7 +4,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
 
     room            what is in it
     commands/       every console command and the only printing: runner (`hermes-runner`, `python run.py`: the
-                    Hydra app, --help, completion), job (the Hydra job: run.execute_run, printed; run_and_print)
+                    Hydra app, --help, completion), job (the Hydra job: run.execute_run, printed), score, cache,
+                    export, merge, report; one error -> exit code handler (refusal, @exits) in __init__
     run/            one invocation: wiring (the composition root: the parts from the config's sections),
                     invocation (prepare, drive, finalize; execute_run), record (filters + ledger record, Recorder),
                     spend, outputs (checkpoint, trajectories, statistics), plan, budget, progress,
@@ -41,7 +42,8 @@ of this stack, and rooms on one line do not import each other:
         > dataset | usage | util > config : errors
 
 report/ and trajectory/ import no agent, model, tools or executors; tools/backends/ never imports the rest of
-tools/; executors/ get the run's meters as hooks and an `on_usage` callback; nothing imports testing/.
+tools/; executors/ get the run's meters as hooks and an `on_usage` callback; nothing imports testing/; the root
+config (config.root) is read only by commands/ and run/ (run/wiring builds every part from its own sections).
 """
 
 __version__ = "0.1.0"
