@@ -27,7 +27,7 @@ import docker
 from docker.errors import DockerException, NotFound
 from docker.models.images import Image
 
-from hermes_runner.config import DockerExecMode, DockerSandboxOptions, SandboxConfig
+from hermes_runner.config import DockerExecMode, DockerSandboxOptions, SandboxConfig, parse_size
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError, SandboxError
 from hermes_runner.sandbox.base import ExecResult, OutputCap
@@ -36,7 +36,6 @@ from hermes_runner.sandbox.docker.images import Probe, find_image, probe
 from hermes_runner.sandbox.docker.pool import WarmPool
 from hermes_runner.sandbox.docker.shell import DIED, Shell, ShellDied, usable_path
 from hermes_runner.sandbox.docker.spec import Spec, container_spec, host_config, tmpfs_size, unbounded
-from hermes_runner.sandbox.local.cgroups import parse_size
 
 log = logging.getLogger(__name__)
 

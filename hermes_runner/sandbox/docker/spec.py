@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from docker.api import APIClient
 from docker.types import LogConfig
 
-from hermes_runner.config import DockerSandboxOptions
+from hermes_runner.config import DockerSandboxOptions, parse_size
 from hermes_runner.sandbox.docker.images import Probe, choose_user
-from hermes_runner.sandbox.local.cgroups import parse_size
 
 MIN_UIDS = 2048  # the smallest uid range of a container of its own (userns auto)
 

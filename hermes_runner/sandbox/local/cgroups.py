@@ -236,21 +236,3 @@ def _remove_dead(parent: Path) -> None:
                     os.rmdir(child)
         with contextlib.suppress(OSError):
             os.rmdir(d)
-
-
-def parse_size(text: str | int | None) -> int:
-    """Bytes of "512m", "1g", "2048k", "1000" (None or "" or 0: no limit)."""
-    if text is None or text == "" or text == 0:
-        return 0
-    if isinstance(text, int):
-        return text
-    s = str(text).strip().lower().removesuffix("b")
-    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}.get(s[-1:], 1)
-    digits = s[:-1] if s[-1:] in "kmgt" else s
-    try:
-        value = float(digits)
-    except ValueError:
-        raise ValueError(f"not a size: {text!r} (e.g. 512m, 1g)") from None
-    if value < 0:
-        raise ValueError(f"a size must not be negative: {text!r}")
-    return int(value * mult)

@@ -11,10 +11,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from hermes_runner.config import LocalIsolation, LocalSandboxOptions
+from hermes_runner.config import LocalIsolation, LocalSandboxOptions, parse_size
 from hermes_runner.errors import ConfigError
 from hermes_runner.sandbox.base import SAFE_ENV_KEYS
-from hermes_runner.sandbox.local.cgroups import Cgroups, Limits, parse_size
+from hermes_runner.sandbox.local.cgroups import Cgroups, Limits
 from hermes_runner.sandbox.local.spawn import fd_arg
 
 log = logging.getLogger(__name__)
