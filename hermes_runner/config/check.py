@@ -1,9 +1,10 @@
 """The checks of a composed config, run before any side effect: unknown keys, value rules, templates.
 
 Each section's rules sit beside its fields: `RULES` maps a numeric field to "> 0", ">= 0" or ">= 1" (null passes:
-it means "no limit" or "default") and a backend's field to the Enum of its family's names (or a user's import
-path), and a `problems(where)` method says what else is wrong (rules across fields, templates). `check` runs them
-for the root and every section below it, also the sections in lists and dicts.
+it means "no limit" or "default"), a size to "size" ("512m", "1g": `convert.parse_size`) and a backend's field to
+the Enum of its family's names (or a user's import path); a `problems(where)` method says what else is wrong (rules
+across fields, templates). `check` runs them for the root and every section below it, also the sections in lists
+and dicts.
 """
 
 import dataclasses
@@ -12,6 +13,7 @@ import re
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from hermes_runner.config.convert import size_of
 from hermes_runner.errors import ConfigError
 
 PATH = re.compile(r"\w[.:]\w")  # package.module:Class or package.module.Class
@@ -31,6 +33,11 @@ def problems(node: object, where: str = "") -> list[str]:
         key, value, rule = f"{where}.{f.name}".lstrip("."), getattr(node, f.name), rules.get(f.name)
         if isinstance(rule, type) and value is not None and value not in list(rule) and not PATH.search(value):
             found.append(f"{key} must be {' | '.join(rule)} or a class of yours (package.module:Class), not {value!r}")
+        elif rule == "size" and value is not None:
+            try:
+                size_of(value, key)
+            except ConfigError as exc:
+                found.append(str(exc))
         elif isinstance(rule, str) and value is not None and not isinstance(value, bool) and not TESTS[rule](value):
             found.append(f"{key} must be {rule}{' (or null)' if 'None' in str(f.type) else ''}, not {value}")
         found += problems(value, key)

@@ -6,6 +6,8 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from hermes_runner.errors import ConfigError
+
 
 def as_container(cfg: object) -> Any:
     """The config as plain dicts and lists (enums as their names), as OmegaConf's `to_container`
@@ -48,3 +50,12 @@ def parse_size(text: str | int | None) -> int:
     if value < 0:
         raise ValueError(f"a size must not be negative: {text!r}")
     return int(value * mult)
+
+
+def size_of(value: str | int | None, key: str) -> int:
+    """`parse_size` of the option `key` (the config check and the backends read sizes with it): a ConfigError
+    naming the key when `value` is not a size."""
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None

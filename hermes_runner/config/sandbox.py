@@ -28,7 +28,7 @@ class LocalSandboxOptions:
     # what a prompt's work dir and /tmp may hold together, and its largest file (null: no cap; docs/sandboxes.md)
     disk_limit: str | None = "1g"
     seccomp: bool = True  # deny keyrings, mounts, namespaces, ptrace, bpf, kernel modules... (EPERM)
-    RULES = {"pids_limit": ">= 0", "cpus": ">= 0"}
+    RULES = {"pids_limit": ">= 0", "cpus": ">= 0", "mem_limit": "size", "disk_limit": "size"}
 
 
 class DockerExecMode(StrEnum):
@@ -66,7 +66,7 @@ class DockerSandboxOptions:
     # unbounded (docs/docker.md#what-bounds-a-prompt): no mem_limit, read_only=false, a tmpfs without size=,
     # a writable bind in `volumes`, an engine without cgroup limits. true: run anyway, with a warning.
     allow_unbounded: bool = False
-    RULES = {"cpus": "> 0", "pids_limit": ">= 1", "pool_size": ">= 0", "max_lifetime_s": ">= 1"}
+    RULES = {"cpus": "> 0", "pids_limit": ">= 1", "pool_size": ">= 0", "max_lifetime_s": ">= 1", "mem_limit": "size"}
 
 
 @dataclass

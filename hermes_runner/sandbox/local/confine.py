@@ -11,8 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from hermes_runner.config import LocalIsolation, LocalSandboxOptions, parse_size
-from hermes_runner.errors import ConfigError
+from hermes_runner.config import LocalIsolation, LocalSandboxOptions, size_of
 from hermes_runner.sandbox.base import SAFE_ENV_KEYS
 from hermes_runner.sandbox.local.cgroups import Cgroups, Limits
 from hermes_runner.sandbox.local.spawn import fd_arg
@@ -42,15 +41,8 @@ class Confinement:
         self.env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         self.env["TERM"] = "dumb"
         self.isolation = LocalIsolation(o.isolation)  # (config's Enum: its value is checked at compose time)
-        try:
-            memory = parse_size(o.mem_limit)
-        except ValueError as exc:
-            raise ConfigError(f"sandbox.local.mem_limit: {exc}") from None
-        try:
-            self.disk = parse_size(o.disk_limit)
-        except ValueError as exc:
-            raise ConfigError(f"sandbox.local.disk_limit: {exc}") from None
-        self.limits = Limits(o.pids_limit, memory, o.cpus)
+        self.disk = size_of(o.disk_limit, "sandbox.local.disk_limit")
+        self.limits = Limits(o.pids_limit, size_of(o.mem_limit, "sandbox.local.mem_limit"), o.cpus)
         self.confined = self.isolation is not LocalIsolation.none
         self.drop_uid = self.confined and os.geteuid() == 0
         self.bwrap = shutil.which("bwrap") or ""
