@@ -4,6 +4,8 @@
     python -m hermes_runner.export outputs/my_run --to hf        # datasets.load_from_disk() dataset (kept)
     python -m hermes_runner.export outputs/my_run --to openai    # messages + tool_calls + tools JSONL (kept), TRL
     python -m hermes_runner.export outputs/my_run --to splits    # kept and discarded splits (DatasetDict)
+    python -m hermes_runner.export outputs/my_run --to atif      # one ATIF trajectory <key>.json each + index.jsonl
+    ... --to atif --discarded                                     # the discarded trajectories too (marked as such)
     python -m hermes_runner.export outputs/my_run --to splits --pass-fail   # kept rows split into pass / fail
     ... --min-reward 1.0 [--best-of-k]                           # only kept rows with reward >= 1.0 (best sample per row)
     ... --only-completed                                          # only trajectories that ended with an answer
@@ -14,22 +16,27 @@ Rows are read through the ledger, so a run that is still going exports the promp
 made by `python -m hermes_runner.merge` exports the same way. An empty split is an empty file of the same
 features, not an error.
 The openai export writes its HF features beside it (dataset_features.json); docs/training.md has the recipes.
+The atif export (Harbor's Agent Trajectory Interchange Format, trajectory/atif.py) writes one trajectory file per
+kept prompt sample and index.jsonl: a line per file and per failed prompt (which has no trajectory: its error).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermes_runner import __version__
 from hermes_runner.config import OutputLayout
 from hermes_runner.errors import ExportError
 from hermes_runner.rundir.layout import FEATURES_FILE
-from hermes_runner.rundir.reader import RunData, find_runs
+from hermes_runner.rundir.reader import RunData, find_runs, read_jsonl
 from hermes_runner.rundir.store import atomic_write, dumps_line
 from hermes_runner.trajectory import entry as entries
+from hermes_runner.trajectory.atif import to_atif
 from hermes_runner.trajectory.entry import _list, _value, best_of_k, score_record
 from hermes_runner.trajectory.hermes import call_dict, clean_calls, parsed_args
 from hermes_runner.trajectory.openai import to_openai
@@ -39,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("parquet", "hf", "openai", "splits")
+FORMATS = ("parquet", "hf", "openai", "splits", "atif")
 SPLITS = ("kept", "discarded")
 ARGUMENTS = ("object", "string")  # openai export: tool-call arguments as JSON objects or as JSON text
 USAGE_KEYS = {
@@ -310,6 +317,52 @@ def write_openai(entries: list[dict], path: Path, reasoning: str, arguments: str
     return len(entries)
 
 
+# -- ATIF trajectories -------------------------------------------------------------------
+
+
+ATIF_INDEX = "index.jsonl"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._~-]")
+
+
+def write_atif(run: RunData, splits: dict[str, list[dict]], target: Path) -> None:
+    """One ATIF trajectory file per entry of `splits` (kept, and discarded when asked) and the index: a line per
+    file, then one per failed prompt (no trajectory: its error)."""
+    target.mkdir(parents=True, exist_ok=True)
+    timelines = run.timelines()
+    lines, names = [], set()
+    for disposition, rows in splits.items():
+        for e in rows:
+            meta = e.get("metadata") or {}
+            key = str(meta.get("prompt_key") or e.get("prompt_index"))
+            name = _UNSAFE.sub("_", key)
+            while name in names:  # (two keys made alike by the sanitizing)
+                name += "_"
+            names.add(name)
+            traj = to_atif(e, session_id=f"{run.name}/{key}", version=__version__, timeline=timelines.get(key),
+                           disposition=disposition)  # fmt: skip
+            atomic_write(target / f"{name}.json", (json.dumps(traj, ensure_ascii=False, indent=1) + "\n").encode())
+            lines.append(
+                {"key": key, "file": f"{name}.json", "status": "ok" if disposition == "kept" else disposition,
+                 "prompt_index": e.get("prompt_index"), "row_key": entries.row_key(e),
+                 "sample_index": entries.sample_index(e),
+                 "stop_reason": e.get("stop_reason"), "reward": e.get("reward"), "steps": len(traj["steps"])}
+            )  # fmt: skip
+    failures = run.failures()
+    for key, rec in run.final.items():
+        if rec["status"] == "failed":
+            detail = failures.get(key) or rec
+            lines.append(
+                {"key": key, "file": None, "status": "failed", "prompt_index": rec.get("index"),
+                 "sample_index": rec.get("sample", 0), "error_type": detail.get("error_type", ""),
+                 "error": detail.get("error", "")}
+            )  # fmt: skip
+    stale = {r.get("file") for r in read_jsonl(target / ATIF_INDEX)} - {line["file"] for line in lines}
+    for name in stale:  # files of an earlier export into this dir that this one has not (its index lists them)
+        if isinstance(name, str) and name.endswith(".json") and not _UNSAFE.search(name):
+            (target / name).unlink(missing_ok=True)
+    atomic_write(target / ATIF_INDEX, (dumps_line(line) for line in lines))
+
+
 # -- the command -------------------------------------------------------------------------------
 
 
@@ -323,8 +376,11 @@ def export(
     pass_fail: bool = False,
     only_completed: bool = False,
     arguments: str = "object",
+    discarded: bool = False,
 ) -> tuple[Path, dict]:
     """Write the export; return (where, rows per split)."""
+    if discarded and fmt != "atif":
+        raise ExportError("--discarded adds the discarded trajectories to an atif export: use it with --to atif")
     if pass_fail and fmt != "splits":
         raise ExportError("--pass-fail makes splits: use it with --to splits")
     if fmt not in FORMATS:
@@ -342,13 +398,16 @@ def export(
             "%s is still running or did not finish: exporting the %d prompts finished so far", run_dir, len(run.final)
         )
     target = Path(out) if out else Path(run_dir) / "export" / fmt
-    splits = read_splits(run, SPLITS if fmt == "splits" else ("kept",), only_completed)
+    splits = read_splits(run, SPLITS if fmt == "splits" or discarded else ("kept",), only_completed)
     splits = select(splits, min_reward, best, pass_fail)
     counts = {k: len(v) for k, v in splits.items()}
     if fmt == "openai":
         path = target / "trajectories.openai.jsonl"
         write_openai(splits["kept"], path, reasoning, arguments)
         return path, counts
+    if fmt == "atif":
+        write_atif(run, splits, target)
+        return target, counts
     sets = to_datasets(splits, run.features())
     if fmt == "parquet":
         target.mkdir(parents=True, exist_ok=True)
@@ -367,6 +426,9 @@ def export(
 
 def push_to_hub(path: Path, fmt: str, repo: str, private: bool) -> str:
     """Upload an export to the Hugging Face Hub with the user's token (HF_TOKEN or `hf auth login`)."""
+    if fmt == "atif":
+        raise ExportError(f"an atif export is a folder of trajectory files, not a dataset: upload {path} with "
+                          f"`hf upload {repo} {path} --repo-type dataset`")  # fmt: skip
     try:
         from huggingface_hub import HfApi, get_token
     except ImportError:
