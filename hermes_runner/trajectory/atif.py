@@ -4,7 +4,7 @@ One entry (either output layout) becomes one trajectory: the run's system prompt
 message a `user` step, each assistant message an `agent` step (its text, reasoning and tool calls), and the tool
 results that answer it that step's `observation`, one result per call (`source_call_id`: the call's id; parallel
 calls are one step with several calls and several results). The offered tools are `agent.tool_definitions`.
-A tool that ran a model of its own (MoA) gets an embedded subagent trajectory, linked from its result by
+A tool that ran a model of its own (MoA, vision) gets an embedded subagent trajectory, linked from its result by
 `subagent_trajectory_ref.trajectory_id`. Per-step `metrics` come from the prompt's timeline (the agent model's
 calls) when it has one call per agent step; `final_metrics` from the entry's usage (every model call of the
 prompt, the tools' own included); everything else of the entry (scores, reward, stop reason, metadata,
@@ -21,15 +21,25 @@ from hermes_runner.trajectory.openai import to_openai
 
 SCHEMA_VERSION = "ATIF-v1.7"  # trajectory_id, subagent_trajectories and the `extra` of results are 1.7
 AGENT_NAME = "hermes-runner"
-SUBAGENT_TOOLS = {"mixture_of_agents": "user_prompt"}  # tools that run a model: the argument holding its question
+# Tools that run a model of their own: the argument holding its question, the result key holding its answer, and
+# what the embedded trajectory of one such call holds and leaves out (its `notes`).
+SUBAGENT_TOOLS = {
+    "mixture_of_agents": (
+        "user_prompt",
+        "response",
+        "The aggregator model's answer to the question; the reference models' own answers are not recorded "
+        "(their tokens are in the parent's final_metrics).",
+    ),
+    "vision_analyze": (
+        "question",
+        "analysis",
+        "The vision model's answer to the question about the image of the call's image_url (not embedded).",
+    ),
+}
 SOURCES = {"system": "system", "user": "user", "assistant": "agent"}
 NOTES = (
     "Converted from a hermes-runner trajectory entry. final_metrics count every model call of the prompt, "
-    "those of tools that run models (MoA) included; per-step metrics are the agent model's own calls."
-)
-SUBAGENT_NOTES = (
-    "The tool's final answer as its aggregator model gave it; the reference models' answers are not recorded "
-    "(their tokens are in the parent's final_metrics)."
+    "those of tools that run models (MoA, vision) included; per-step metrics are the agent model's own calls."
 )
 
 
@@ -119,14 +129,14 @@ def _result(m: dict, step: dict, session_id: str, version: str) -> tuple[dict, d
 
 def subagent(call: dict, content: str, trajectory_id: str, session_id: str, version: str) -> dict | None:
     """The embedded trajectory of a tool call that ran a model (SUBAGENT_TOOLS) and answered; else None."""
-    question_key = SUBAGENT_TOOLS.get(call["function_name"])
-    if question_key is None:
+    if call["function_name"] not in SUBAGENT_TOOLS:
         return None
+    question_key, answer_key, notes = SUBAGENT_TOOLS[call["function_name"]]
     try:
         out = json.loads(content)
     except json.JSONDecodeError:
         return None
-    if not isinstance(out, dict) or not out.get("success") or not isinstance(out.get("response"), str):
+    if not isinstance(out, dict) or not out.get("success") or not isinstance(out.get(answer_key), str):
         return None
     used = out.get("models_used") if isinstance(out.get("models_used"), dict) else {}
     agent: dict = {"name": f"{AGENT_NAME}/{call['function_name']}", "version": version}
@@ -142,10 +152,10 @@ def subagent(call: dict, content: str, trajectory_id: str, session_id: str, vers
         "agent": agent,
         "steps": [
             {"step_id": 1, "source": "user", "message": question if isinstance(question, str) else ""},
-            {"step_id": 2, "source": "agent", "message": out["response"]},
+            {"step_id": 2, "source": "agent", "message": out[answer_key]},
         ],
-        "notes": SUBAGENT_NOTES,
-        "extra": {"tool_call_id": call["tool_call_id"], **{k: v for k, v in out.items() if k != "response"}},
+        "notes": notes,
+        "extra": {"tool_call_id": call["tool_call_id"], **{k: v for k, v in out.items() if k != answer_key}},
     }
 
 

@@ -162,6 +162,22 @@ def test_a_tool_that_ran_a_model_is_an_embedded_subagent_linked_from_its_result(
     assert "subagent_trajectory_ref" not in t["steps"][2]["observation"]["results"][0]
 
 
+def test_a_vision_call_is_a_subagent_too():
+    history = [
+        {"role": "user", "content": "look"},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning": "see",
+            "tool_calls": [call("V", "vision_analyze", image_url="a.png", question="What is it?")],
+        },  # fmt: skip
+        reply("V", "vision_analyze", {"success": True, "analysis": "A red square."}),
+    ]
+    (sub,) = atif(make(history, toolsets=("vision",)))["subagent_trajectories"]
+    assert [s["message"] for s in sub["steps"]] == ["What is it?", "A red square."]
+    assert sub["agent"] == {"name": "hermes-runner/vision_analyze", "version": "9.9"} and "image_url" in sub["notes"]
+
+
 def test_a_result_that_answers_no_call_of_its_step_keeps_its_id_in_extra():
     e = make(PARALLEL, OutputLayout.structured)
     e["conversations"][3]["value"] = e["conversations"][3]["value"].replace(
