@@ -32,6 +32,7 @@ from hermes_runner.rundir.store import atomic_write, dumps_line
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.trajectory.entry import _list, _value, best_of_k, score_record
 from hermes_runner.trajectory.hermes import call_dict, clean_calls, parsed_args
+from hermes_runner.trajectory.inspect_log import write_eval
 from hermes_runner.trajectory.openai import to_openai
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("parquet", "hf", "openai", "splits")
+FORMATS = ("parquet", "hf", "openai", "splits", "inspect")
 SPLITS = ("kept", "discarded")
 ARGUMENTS = ("object", "string")  # openai export: tool-call arguments as JSON objects or as JSON text
 USAGE_KEYS = {
@@ -327,6 +328,10 @@ def export(
     """Write the export; return (where, rows per split)."""
     if pass_fail and fmt != "splits":
         raise ExportError("--pass-fail makes splits: use it with --to splits")
+    if fmt == "inspect" and (min_reward is not None or best or only_completed):
+        raise ExportError(
+            "--to inspect writes every sample of the run: --min-reward, --best-of-k and --only-completed do not apply"
+        )
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if arguments not in ARGUMENTS:
@@ -349,6 +354,9 @@ def export(
         path = target / "trajectories.openai.jsonl"
         write_openai(splits["kept"], path, reasoning, arguments)
         return path, counts
+    if fmt == "inspect":  # the whole run: every sample, discarded and failed ones too (trajectory/inspect_log.py)
+        path = target / f"{run.name}.eval"
+        return path, {"samples": write_eval(run, path)}
     sets = to_datasets(splits, run.features())
     if fmt == "parquet":
         target.mkdir(parents=True, exist_ok=True)
