@@ -4,6 +4,7 @@
     python -m hermes_runner.export outputs/my_run --to hf        # datasets.load_from_disk() dataset (kept)
     python -m hermes_runner.export outputs/my_run --to openai    # messages + tool_calls + tools JSONL (kept), TRL
     python -m hermes_runner.export outputs/my_run --to splits    # kept and discarded splits (DatasetDict)
+    python -m hermes_runner.export outputs/my_run --to inspect   # one Inspect AI eval log: inspect view
     python -m hermes_runner.export outputs/my_run --to splits --pass-fail   # kept rows split into pass / fail
     ... --min-reward 1.0 [--best-of-k]                           # only kept rows with reward >= 1.0 (best sample per row)
     ... --only-completed                                          # only trajectories that ended with an answer
@@ -14,6 +15,8 @@ Rows are read through the ledger, so a run that is still going exports the promp
 made by `python -m hermes_runner.merge` exports the same way. An empty split is an empty file of the same
 features, not an error.
 The openai export writes its HF features beside it (dataset_features.json); docs/training.md has the recipes.
+The inspect export is the whole run (every sample, discarded and failed ones too) as `<run_name>.eval` for
+`inspect view --log-dir <run_dir>/export/inspect` and `inspect_ai.log.read_eval_log` (docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -379,6 +382,8 @@ def push_to_hub(path: Path, fmt: str, repo: str, private: bool) -> str:
         from huggingface_hub import HfApi, get_token
     except ImportError:
         raise ExportError("pushing needs huggingface_hub: pip install 'hermes-runner[export]'") from None
+    if fmt == "inspect":
+        raise ExportError("an Inspect eval log is not a dataset: copy the .eval file where `inspect view` reads it")
     if not get_token():
         raise ExportError("no Hugging Face token: run `hf auth login` or set HF_TOKEN, then push again")
     if fmt == "openai":
