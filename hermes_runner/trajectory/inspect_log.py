@@ -15,12 +15,12 @@ reads it with the real inspect-ai and loads it in `inspect view`.
 
 from __future__ import annotations
 
-import io
 import json
+import tempfile
 import uuid
 import zipfile
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 from hermes_runner import __version__
@@ -278,7 +278,7 @@ def spec(run: RunData, all_samples: list[dict]) -> dict:
     return {
         "eval_id": _uuid(run.name, "eval"),
         "run_id": _uuid(run.name, "run"),
-        "created": run.manifest.get("created") or _first(all_samples, "started_at") or datetime.now().isoformat(),
+        "created": run.manifest.get("created") or _first(all_samples, "started_at") or datetime.now(UTC).isoformat(),
         "task": run.name,
         "task_id": _uuid(run.name, "task"),
         "task_version": 0,
@@ -306,7 +306,7 @@ def _first(all_samples: list[dict], field: str) -> str | None:
 
 
 def header(run: RunData, all_samples: list[dict]) -> dict:
-    """The EvalLog without its samples (header.json)."""
+    """The EvalLog without its samples (header.json), from the samples or their summaries."""
     totals: dict[str, Usage] = {}
     for s in all_samples:
         for model, u in (s.get("model_usage") or {}).items():
@@ -339,19 +339,26 @@ def _our_usage(u: dict) -> Usage:
 
 
 def write_eval(run: RunData, path: Path) -> int:
-    """Write the run's `.eval` log at `path`; return how many samples it holds."""
-    all_samples = list(samples(run))
-    head = header(run, all_samples)
-    members = {
-        "_journal/start.json": {"version": SCHEMA_VERSION, "eval": head["eval"], "plan": head["plan"]},
-        **{f"samples/{s['id']}_epoch_{s['epoch']}.json": s for s in all_samples},
-        "summaries.json": [summary(s) for s in all_samples],
-        "header.json": head,
-    }
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, value in members.items():
-            zf.writestr(name, json.dumps(value, ensure_ascii=False))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, buf.getvalue())
-    return len(all_samples)
+    """Write the run's `.eval` log at `path` (atomically); return how many samples it holds.
+
+    Samples go into the zip one by one (a spooled file holds it, on disk past 64 MB); the header is made from
+    their summaries."""
+    sums = []
+    with tempfile.SpooledTemporaryFile(max_size=64 << 20) as buf:
+        with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for s in samples(run):
+                zf.writestr(f"samples/{s['id']}_epoch_{s['epoch']}.json", _dumps(s))
+                sums.append(summary(s))
+            head = header(run, sums)
+            start = {"version": SCHEMA_VERSION, "eval": head["eval"], "plan": head["plan"]}
+            zf.writestr("_journal/start.json", _dumps(start))
+            zf.writestr("summaries.json", _dumps(sums))
+            zf.writestr("header.json", _dumps(head))
+        buf.seek(0)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, iter(lambda: buf.read(1 << 20), b""))
+    return len(sums)
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
