@@ -79,8 +79,19 @@ def messages(entry: dict, model: str) -> list[dict]:
         elif m["role"] == "tool":
             msg["tool_call_id"] = m.get("tool_call_id") or None
             msg["function"] = m.get("name") or names.get(m.get("tool_call_id") or "")
+            msg["error"] = _tool_error(msg["content"])
         out.append(msg)
     return out
+
+
+def _tool_error(content: object) -> dict | None:
+    """Inspect's ToolCallError of a tool result whose JSON has an `error` (our tools report failures so)."""
+    try:
+        result = json.loads(content) if isinstance(content, str) else None
+    except ValueError:
+        return None
+    error = result.get("error") if isinstance(result, dict) else None
+    return {"type": "unknown", "message": str(error)} if error else None
 
 
 def _tool_call(c: dict) -> dict:

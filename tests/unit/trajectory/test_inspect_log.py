@@ -53,6 +53,7 @@ def test_messages_carry_reasoning_tool_calls_and_results(run: RunData) -> None:
     assert call["content"] == [{"type": "reasoning", "reasoning": "look first"}]
     assert call["tool_calls"] == [{"id": "c1", "function": "terminal", "arguments": {"command": "ls"}}]
     assert (result["role"], result["tool_call_id"], result["function"]) == ("tool", "c1", "terminal")
+    assert result["error"] is None
     assert answer["content"][-1] == {"type": "text", "text": "There is a.txt."}
     assert kept["output"]["completion"] == "There is a.txt." and kept["output"]["choices"][0]["stop_reason"] == "stop"
     assert kept["scores"] is None  # no scorer judged it: no Inspect score at all
@@ -87,6 +88,16 @@ def test_scores_epochs_usage_and_provenance_of_an_entry(run: RunData) -> None:
         ("judge", 0, 1),
     ]
     assert result[0]["metrics"]["accuracy"]["value"] == 1.0 and "mean" not in result[1]["metrics"]
+
+
+def test_a_failed_tool_call_is_a_tool_error(run: RunData) -> None:
+    key = next(k for k, r in run.final.items() if r["status"] == "ok")
+    rec, entry = next(run.entries([key]))
+    for turn in entry["conversations"]:
+        if turn["from"] == "tool":
+            turn["value"] = turn["value"].replace('"exit_code": 0}', '"exit_code": 127, "error": "ls: not found"}')
+    result = next(m for m in inspect_log.entry_sample(run, key, rec, entry)["messages"] if m["role"] == "tool")
+    assert result["error"] == {"type": "unknown", "message": "ls: not found"}
 
 
 @pytest.mark.parametrize("option", [{"min_reward": 1.0}, {"best": True}, {"only_completed": True}])
