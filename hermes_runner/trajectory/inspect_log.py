@@ -34,6 +34,11 @@ SCHEMA_VERSION = 2  # Inspect's LOG_SCHEMA_VERSION
 SOLVER = "hermes-runner"
 STOP_REASONS = {"final_answer": "stop", "length": "max_tokens"}  # ours -> Inspect's (else "unknown")
 SCORE_METADATA = ("kind", "passed", "error", "exit_code", "output", "details")
+LIMITS = {  # our stop reasons that are a limit -> (Inspect's limit type, where the run's config holds the limit)
+    "max_turns": ("turn", ("max_turns",)),
+    "token_limit": ("token", ("limits", "prompt_max_tokens")),
+    "cost_limit": ("cost", ("limits", "prompt_max_cost_usd")),
+}
 DISPOSITIONS = {"ok": "kept", "discarded": "discarded", "failed": "failed"}
 
 
@@ -135,6 +140,17 @@ def _times(rec: dict) -> dict:
     }
 
 
+def _limit(run: RunData, stop: str) -> dict | None:
+    """Inspect's EvalSampleLimit of a conversation a limit stopped, with the limit as the run was configured."""
+    if stop not in LIMITS:
+        return None
+    kind, where = LIMITS[stop]
+    value: object = (run.invocations[-1].get("config") or {}) if run.invocations else {}
+    for key in where:
+        value = value.get(key) if isinstance(value, dict) else None
+    return {"type": kind, "limit": float(value) if isinstance(value, int | float) else 0.0, "reason": stop}
+
+
 def _ids(key: str, rec: dict) -> tuple[str, int]:
     """(sample id, epoch): the dataset row's key and 1 + the sample's index."""
     return str(rec.get("row") or key), int(rec.get("sample") or 0) + 1
@@ -187,6 +203,7 @@ def entry_sample(run: RunData, key: str, rec: dict, entry: dict) -> dict:
         "metadata": metadata,
         "model_usage": {model: usage},
         "uuid": _uuid(run.name, key),
+        "limit": _limit(run, str(entry.get("stop_reason"))),
         **_times(rec),
     }
 
@@ -236,9 +253,11 @@ def summary(sample: dict) -> dict:
     keep = ("id", "epoch", "input", "target", "metadata", "scores", "model_usage", "uuid")
     times = ("started_at", "completed_at", "total_time", "working_time")
     out = {k: sample[k] for k in keep if k in sample} | {k: sample[k] for k in times if k in sample}
-    error = sample.get("error")
+    error, limit = sample.get("error"), sample.get("limit")
     return out | {
         "error": error["message"] if error else None,
+        "limit": limit["type"] if limit else None,
+        "limit_reason": limit["reason"] if limit else None,
         "completed": True,
         "message_count": len(sample.get("messages") or []),
     }

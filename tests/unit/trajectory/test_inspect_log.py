@@ -100,6 +100,17 @@ def test_a_failed_tool_call_is_a_tool_error(run: RunData) -> None:
     assert result["error"] == {"type": "unknown", "message": "ls: not found"}
 
 
+def test_a_conversation_stopped_by_a_limit_has_its_inspect_limit(run: RunData) -> None:
+    key = next(k for k, r in run.final.items() if r["status"] == "ok")
+    rec, entry = next(run.entries([key]))
+    assert inspect_log.entry_sample(run, key, rec, entry)["limit"] is None  # it ended with an answer
+    run.invocations = [{"config": {"max_turns": 7, "limits": {"prompt_max_tokens": None}}}]
+    stopped = inspect_log.entry_sample(run, key, rec, {**entry, "stop_reason": "max_turns"})
+    assert stopped["limit"] == {"type": "turn", "limit": 7.0, "reason": "max_turns"}
+    assert inspect_log.summary(stopped)["limit"] == "turn"
+    assert inspect_log.entry_sample(run, key, rec, {**entry, "stop_reason": "token_limit"})["limit"]["type"] == "token"
+
+
 @pytest.mark.parametrize("option", [{"min_reward": 1.0}, {"best": True}, {"only_completed": True}])
 def test_row_filters_do_not_apply_to_the_whole_run_log(run: RunData, option: dict) -> None:
     with pytest.raises(ExportError, match="every sample of the run"):
