@@ -239,13 +239,15 @@ def failed_sample(run: RunData, key: str, rec: dict, detail: dict) -> dict:
 def samples(run: RunData) -> Iterator[dict]:
     """Every sample of the run, in prompt order: finished ones from their entries, failed ones from the ledger."""
     finished = [k for k, r in run.final.items() if r["status"] != "failed"]
-    entries = {rec["key"]: e for rec, e in run.entries(finished)}
+    entries = run.entries(finished)  # read one at a time, in this same order (a missing one is skipped)
     details = run.failures()
+    ahead = next(entries, None)
     for key, rec in run.final.items():
         if rec["status"] == "failed":
             yield failed_sample(run, key, rec, details.get(key, {}))
-        elif key in entries:
-            yield entry_sample(run, key, rec, entries[key])
+        elif ahead is not None and ahead[0]["key"] == key:
+            yield entry_sample(run, key, rec, ahead[1])
+            ahead = next(entries, None)
 
 
 def summary(sample: dict) -> dict:
