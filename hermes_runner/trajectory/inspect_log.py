@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 from hermes_runner import __version__
+from hermes_runner.dataset.hf import HF_PREFIX
 from hermes_runner.rundir.metrics import mean_se
 from hermes_runner.rundir.reader import RunData
 from hermes_runner.rundir.store import atomic_write
@@ -316,7 +317,7 @@ def spec(run: RunData, all_samples: list[dict]) -> dict:
         "task_version": 0,
         "solver": SOLVER,
         "dataset": {
-            "name": PurePosixPath(dataset).stem if dataset else None,
+            "name": _dataset_name(dataset),
             "location": dataset or None,
             "samples": len(ids),
             "sample_ids": ids,
@@ -329,6 +330,13 @@ def spec(run: RunData, all_samples: list[dict]) -> dict:
         "scorers": [{"name": n, "options": {"kind": (s or {}).get("kind")}} for n, s in scorers.items()] or None,
         "metadata": {"run_dir": run.dir.name, "max_turns": cfg.get("max_turns"), "seed": cfg.get("seed")},
     }
+
+
+def _dataset_name(dataset: str) -> str | None:
+    """A hub dataset's name (`hf:<name>`), else the file's or directory's name without its suffix."""
+    if dataset.startswith(HF_PREFIX):
+        return dataset[len(HF_PREFIX) :]
+    return PurePosixPath(dataset).stem or None
 
 
 def _first(all_samples: list[dict], field: str) -> str | None:

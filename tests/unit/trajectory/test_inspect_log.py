@@ -111,6 +111,15 @@ def test_a_conversation_stopped_by_a_limit_has_its_inspect_limit(run: RunData) -
     assert inspect_log.entry_sample(run, key, rec, {**entry, "stop_reason": "token_limit"})["limit"]["type"] == "token"
 
 
+@pytest.mark.parametrize(
+    ("dataset_file", "name"),
+    [("data/qa.jsonl", "qa"), ("hf:org/gsm8k", "org/gsm8k"), ("out/saved_ds", "saved_ds"), ("", None)],
+)
+def test_the_dataset_name(run: RunData, dataset_file: str, name: str | None) -> None:
+    run.manifest["data_config"] = {"dataset_file": dataset_file}
+    assert inspect_log.spec(run, [])["dataset"]["name"] == name
+
+
 @pytest.mark.parametrize("option", [{"min_reward": 1.0}, {"best": True}, {"only_completed": True}])
 def test_row_filters_do_not_apply_to_the_whole_run_log(run: RunData, option: dict) -> None:
     with pytest.raises(ExportError, match="every sample of the run"):
