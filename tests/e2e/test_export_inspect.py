@@ -9,6 +9,7 @@ import socket
 import subprocess
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from hermes_runner.testing.scripted_server import ScriptedServer
 from tests.e2e.test_report import browser  # noqa: F401  (the module's headless Chromium fixture)
 from tests.helpers.consumers import consumer_python, run_consumer
 from tests.helpers.run import base_overrides, compose_cfg, run_inprocess, script, write_jsonl
+from tests.helpers.sample_run import make_run
 from tests.helpers.wait import exited, wait_for
 
 CALLS = [
@@ -100,6 +102,18 @@ def test_read_eval_log_reads_samples_scores_epochs_errors_and_usage(eval_file: P
     assert log["results"] == {"answer": {"mean": 0.5, "accuracy": 0.5, "stderr": pytest.approx(0.288675, abs=1e-6)}}
     per_sample = sum(t for s in samples for t in s["usage"].values())
     assert per_sample > 0 and log["usage"]["local-model"]["total_tokens"] == per_sample
+
+
+def test_every_outcome_of_the_varied_sample_run_reads(_server: ScriptedServer, tmp_path: Path) -> None:
+    """Partial, stopped, discarded (no reasoning, an unknown tool), invalid arguments, failed: all valid samples."""
+    _server.reset()
+    run = make_run(_server, tmp_path)
+    assert export_main([str(run), "--to", "inspect"]) == 0
+    log = json.loads(run_consumer("inspect", READ, str(run / "export" / "inspect" / "run.eval")).stdout)
+    prompts = json.loads((run / "statistics.json").read_text())["prompts"]
+    seen = Counter(s["disposition"] for s in log["samples"])
+    assert seen == {"kept": prompts["ok"], "discarded": prompts["discarded"], "failed": prompts["failed"]}
+    assert sum(1 for s in log["samples"] if s["error"]) == prompts["failed"] and log["total"] == prompts["total"]
 
 
 def free_port() -> int:
