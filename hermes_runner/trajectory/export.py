@@ -6,6 +6,7 @@
     python -m hermes_runner.export outputs/my_run --to splits    # kept and discarded splits (DatasetDict)
     python -m hermes_runner.export outputs/my_run --to atif      # one ATIF trajectory <key>.json each + index.jsonl
     ... --to atif --discarded                                     # the discarded trajectories too (marked as such)
+    python -m hermes_runner.export outputs/my_run --to inspect   # one Inspect AI eval log: inspect view
     python -m hermes_runner.export outputs/my_run --to splits --pass-fail   # kept rows split into pass / fail
     ... --min-reward 1.0 [--best-of-k]                           # only kept rows with reward >= 1.0 (best sample per row)
     ... --only-completed                                          # only trajectories that ended with an answer
@@ -18,6 +19,8 @@ features, not an error.
 The openai export writes its HF features beside it (dataset_features.json); docs/training.md has the recipes.
 The atif export (Harbor's Agent Trajectory Interchange Format, trajectory/atif.py) writes one trajectory file per
 kept prompt sample and index.jsonl: a line per file and per failed prompt (which has no trajectory: its error).
+The inspect export is the whole run (every sample, discarded and failed ones too) as `<run_name>.eval` for
+`inspect view --log-dir <run_dir>/export/inspect` and `inspect_ai.log.read_eval_log` (docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from hermes_runner.trajectory import entry as entries
 from hermes_runner.trajectory.atif import to_atif
 from hermes_runner.trajectory.entry import _list, _value, best_of_k, score_record
 from hermes_runner.trajectory.hermes import call_dict, clean_calls, parsed_args
+from hermes_runner.trajectory.inspect_log import write_eval
 from hermes_runner.trajectory.openai import to_openai
 
 if TYPE_CHECKING:
@@ -46,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("parquet", "hf", "openai", "splits", "atif")
+FORMATS = ("parquet", "hf", "openai", "splits", "atif", "inspect")
 SPLITS = ("kept", "discarded")
 ARGUMENTS = ("object", "string")  # openai export: tool-call arguments as JSON objects or as JSON text
 USAGE_KEYS = {
@@ -383,6 +387,10 @@ def export(
         raise ExportError("--discarded adds the discarded trajectories to an atif export: use it with --to atif")
     if pass_fail and fmt != "splits":
         raise ExportError("--pass-fail makes splits: use it with --to splits")
+    if fmt == "inspect" and (min_reward is not None or best or only_completed):
+        raise ExportError(
+            "--to inspect writes every sample of the run: --min-reward, --best-of-k and --only-completed do not apply"
+        )
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if arguments not in ARGUMENTS:
@@ -408,6 +416,9 @@ def export(
     if fmt == "atif":
         write_atif(run, splits, target)
         return target, counts
+    if fmt == "inspect":  # the whole run: every sample, discarded and failed ones too (trajectory/inspect_log.py)
+        path = target / f"{run.name}.eval"
+        return path, {"samples": write_eval(run, path)}
     sets = to_datasets(splits, run.features())
     if fmt == "parquet":
         target.mkdir(parents=True, exist_ok=True)
@@ -433,6 +444,8 @@ def push_to_hub(path: Path, fmt: str, repo: str, private: bool) -> str:
         from huggingface_hub import HfApi, get_token
     except ImportError:
         raise ExportError("pushing needs huggingface_hub: pip install 'hermes-runner[export]'") from None
+    if fmt == "inspect":
+        raise ExportError("an Inspect eval log is not a dataset: copy the .eval file where `inspect view` reads it")
     if not get_token():
         raise ExportError("no Hugging Face token: run `hf auth login` or set HF_TOKEN, then push again")
     if fmt == "openai":
