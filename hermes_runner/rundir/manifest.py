@@ -12,6 +12,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hermes_runner import __version__
 from hermes_runner.config import DATA_KEYS, select  # noqa: F401  (DATA_KEYS re-exported)
 from hermes_runner.errors import ConfigError
 from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
@@ -87,6 +88,7 @@ def start_invocation(
     redact = redact or Redactor()
     entry = {
         "invocation": n,
+        "version": __version__,  # hermes-runner's: the provenance of what this invocation records
         "started": _stamp(started),
         "ended": None,
         "duration_s": None,

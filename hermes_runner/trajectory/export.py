@@ -9,11 +9,15 @@
     ... --only-completed                                          # only trajectories that ended with an answer
     ... --to openai --arguments string                            # tool-call arguments as JSON text (OpenAI API)
     ... --push-to-hub user/name [--private]                       # also upload (needs a Hugging Face token)
+    ... --manifest                                                # + export_manifest.json: hashes, versions, sha256s
+    python -m hermes_runner.export --reproduce DIR/export_manifest.json   # the same files, byte for byte
+    python -m hermes_runner.export outputs/my_sweep --to all     # every format of every job, each with a manifest
 
 Rows are read through the ledger, so a run that is still going exports the prompts finished so far; a dir
 made by `python -m hermes_runner.merge` exports the same way. An empty split is an empty file of the same
 features, not an error.
 The openai export writes its HF features beside it (dataset_features.json); docs/training.md has the recipes.
+Every row carries its `provenance` (trajectory/provenance.py); docs/formats.md lists what each consumer reads.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from hermes_runner.trajectory import entry as entries
 from hermes_runner.trajectory.entry import _list, _value, best_of_k, score_record
 from hermes_runner.trajectory.hermes import call_dict, clean_calls, parsed_args
 from hermes_runner.trajectory.openai import to_openai
+from hermes_runner.trajectory.provenance import PROVENANCE_KEYS, Provenance
 
 if TYPE_CHECKING:
     import datasets
@@ -66,13 +71,20 @@ COLUMNS = (  # the columns of an entry, in the export's order
     "reward",
     "scores",
 )
-KNOWN = frozenset(COLUMNS)
+PROVENANCE = "provenance"  # every row's provenance (trajectory/provenance.py): a struct column, an openai key
+KNOWN = frozenset(COLUMNS) | {PROVENANCE}
 
 
-def read_splits(run: RunData, splits: Iterable[str] = SPLITS, only_completed: bool = False) -> dict[str, list[dict]]:
+def read_splits(
+    run: RunData,
+    splits: Iterable[str] = SPLITS,
+    only_completed: bool = False,
+    provenance: Provenance | None = None,
+) -> dict[str, list[dict]]:
     """Trajectory entries of the run, by disposition, in prompt order (`only_completed`: those that ended
-    with a final answer)."""
+    with a final answer), each with its `provenance` (collected in `provenance`'s table when given)."""
     status = {"kept": "ok", "discarded": "discarded"}
+    prov = provenance or Provenance(run)
     out: dict[str, list[dict]] = {}
     for split in splits:
         keys = [
@@ -80,7 +92,11 @@ def read_splits(run: RunData, splits: Iterable[str] = SPLITS, only_completed: bo
             for k, r in run.final.items()
             if r["status"] == status[split] and (r.get("completed") or not only_completed)
         ]
-        out[split] = [entry for _, entry in run.entries(keys) if entry.get("completed") or not only_completed]
+        out[split] = [
+            {**entry, PROVENANCE: prov.of(rec, entry)}
+            for rec, entry in run.entries(keys)
+            if entry.get("completed") or not only_completed
+        ]
     return out
 
 
@@ -156,6 +172,7 @@ class Schema:
             for k in sorted({*seeded, *(k for r in rows for k in (r.get("metadata") or {}))})
         }
         self.extra = {k: _scalar_type([r.get(k) for r in rows]) for k in sorted({k for r in rows for k in r} - KNOWN)}
+        self.provenance = not rows or any(PROVENANCE in r for r in rows)
 
     def features(self) -> datasets.Features:
         """The run's entry features (trajectory.entry.features) with these rows' metadata and extra fields."""
@@ -166,6 +183,8 @@ class Schema:
             own["conversations"]["feature"]["tool_calls"]["feature"]["function"]["arguments"] = _value("string")
         own["metadata"] = {k: _value(t) for k, t in self.meta.items()}
         spec = {k: own[k] for k in COLUMNS} | {k: _value(t) for k, t in self.extra.items()}
+        if self.provenance:
+            spec[PROVENANCE] = {k: _value("string") for k in PROVENANCE_KEYS}
         if not self.tools:  # Arrow has no empty struct
             spec.pop("tool_stats")
             spec.pop("tool_error_counts")
@@ -198,6 +217,9 @@ class Schema:
             "scores": [score_record(s) for s in e.get("scores") or [] if isinstance(s, dict)],
             **{k: _cast(e.get(k), t) for k, t in self.extra.items()},
         }
+        if self.provenance:
+            prov = e.get(PROVENANCE) or {}
+            out[PROVENANCE] = {k: None if prov.get(k) is None else str(prov[k]) for k in PROVENANCE_KEYS}
         if not self.tools:
             del out["tool_stats"], out["tool_error_counts"]
         if not self.meta:
@@ -271,6 +293,8 @@ def openai_row(entry: dict, reasoning: str, arguments: str = "object") -> dict:
             "discard_reason": str(entry.get("discard_reason") or ""),
             "reward": float(entry.get("reward") or 0.0),
         },
+        # an extra key: fine-tuning readers keep the columns they know (a writer that must not have it drops it)
+        PROVENANCE: {k: (entry.get(PROVENANCE) or {}).get(k) for k in PROVENANCE_KEYS},
     }
 
 
@@ -294,6 +318,7 @@ def openai_features(arguments: str = "object") -> dict:
             "discard_reason": v("string"),
             "reward": v("float64"),
         },
+        PROVENANCE: {k: v("string") for k in PROVENANCE_KEYS},
     }
 
 
@@ -323,8 +348,10 @@ def export(
     pass_fail: bool = False,
     only_completed: bool = False,
     arguments: str = "object",
+    table: dict | None = None,
 ) -> tuple[Path, dict]:
-    """Write the export; return (where, rows per split)."""
+    """Write the export; return (where, rows per split). `table`: filled with the rows' provenance hashes -> what
+    each stands for (trajectory/provenance.py)."""
     if pass_fail and fmt != "splits":
         raise ExportError("--pass-fail makes splits: use it with --to splits")
     if fmt not in FORMATS:
@@ -342,7 +369,10 @@ def export(
             "%s is still running or did not finish: exporting the %d prompts finished so far", run_dir, len(run.final)
         )
     target = Path(out) if out else Path(run_dir) / "export" / fmt
-    splits = read_splits(run, SPLITS if fmt == "splits" else ("kept",), only_completed)
+    prov = Provenance(run)
+    splits = read_splits(run, SPLITS if fmt == "splits" else ("kept",), only_completed, prov)
+    if table is not None:
+        table.update(prov.table)
     splits = select(splits, min_reward, best, pass_fail)
     counts = {k: len(v) for k, v in splits.items()}
     if fmt == "openai":

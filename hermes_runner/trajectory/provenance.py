@@ -1,0 +1,139 @@
+"""Where each exported row came from: the hashes of what produced it, computed in one place for every format.
+
+Every row of an export gets `provenance` (PROVENANCE_KEYS, each a string or null when the run dir cannot tell):
+
+    system_prompt   hash of the system prompt the model saw (the run's and the row's own, without the tool list)
+    prompt_template hash of `dataset.prompt_template` (null: the prompt column as it was)
+    tools           hash of the tool schemas offered in that session (OpenAI form, as its system turn lists them)
+    sampling        hash of the sampling parameters (SAMPLING_KEYS of the invocation that ran the prompt)
+    model           the model that answered (as the endpoint named it)
+    scorers         hash of the scorers' config and the version that scored (null: no scorer)
+    filters         hash of the run's `filters` (what kept or discarded the row)
+    disposition     `kept`, or `discarded: <reason>`
+    runner_version  hermes-runner's version in the invocation that recorded the row (null: older run dirs)
+
+A hash is the sha256 of the text, or of the canonical JSON of a value (`digest`); `Provenance.table` maps every
+hash it handed out to what it stands for, and an export's manifest holds that table once (trajectory/reproduce.py).
+The facts come from the entry itself (its system turn lists the tools and the system prompt exactly as sent), its
+ledger record, and the config of the invocation that recorded it (invocations.jsonl), else run.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from hermes_runner.rundir.layout import INVOCATIONS
+from hermes_runner.rundir.reader import RunData, read_jsonl
+from hermes_runner.trajectory.hermes import system_prompt_of, tools_of
+
+PROVENANCE_KEYS = (
+    "system_prompt",
+    "prompt_template",
+    "tools",
+    "sampling",
+    "model",
+    "scorers",
+    "filters",
+    "disposition",
+    "runner_version",
+)
+# The options of a model call that shape its sampling (dotted keys of the run's config).
+SAMPLING_KEYS = (
+    "model.temperature",
+    "max_tokens",
+    "model.default_max_tokens",
+    "model.max_tokens_param",
+    "reasoning",
+    "model.reasoning_api",
+    "model.tool_choice",
+    "model.tool_choice_turns",
+    "model.extra_body",
+    "provider",
+)
+
+
+def canonical(value: Any) -> str:
+    """The one text of a value: itself when it is a string, else its JSON with sorted keys and no spaces."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def digest(value: Any) -> str:
+    """The sha256 (hex) of `canonical(value)`: the same in every process and on every machine."""
+    return hashlib.sha256(canonical(value).encode()).hexdigest()
+
+
+def _lookup(conf: dict | None, key: str) -> tuple[bool, Any]:
+    """(found, value) of a dotted key in a nested config."""
+    node: Any = conf
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+class Provenance:
+    """The provenance of a run's entries; `table` collects every hash handed out -> the text or JSON it stands for."""
+
+    def __init__(self, run: RunData):
+        self.run = run
+        self.table: dict[str, Any] = {}
+        self._configs: dict[Path, dict[int, dict]] = {}
+
+    def of(self, rec: dict, entry: dict) -> dict[str, str | None]:
+        """The provenance of one entry, given its final ledger record."""
+        inv = self._invocation(rec)
+        conf = inv.get("config") if isinstance(inv.get("config"), dict) else None
+        version = inv.get("version") if isinstance(inv.get("version"), str) else None
+        system = next((t for t in entry.get("conversations") or () if t.get("from") == "system"), None)
+        tools = tools_of(system.get("value") or "") if system else None
+        prompt = system_prompt_of(system.get("value") or "", tools) if system and tools else None
+        template = self._option(conf, "dataset.prompt_template")
+        scorers = self._option(conf, "scorers")
+        reason = rec.get("reason") or entry.get("discard_reason")
+        meta = entry.get("metadata") or {}
+        model = rec.get("model") or meta.get("model")
+        return {
+            "system_prompt": self._hash(prompt),
+            "prompt_template": self._hash(template),
+            "tools": self._hash(tools),
+            "sampling": self._hash(self._sampling(conf)),
+            "model": str(model) if model else None,
+            "scorers": self._hash({"scorers": scorers, "version": version} if scorers else None),
+            "filters": self._hash(self._option(conf, "filters")),
+            "disposition": f"discarded: {reason}" if rec.get("status") == "discarded" else "kept",
+            "runner_version": version,
+        }
+
+    def _hash(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        h = digest(value)
+        self.table.setdefault(h, value)
+        return h
+
+    def _option(self, conf: dict | None, key: str) -> Any:
+        """A config option from the invocation's config, else from run.json's data config (older runs)."""
+        found, value = _lookup(conf, key)
+        if found:
+            return value
+        data = self.run.manifest.get("data_config") or {}
+        if key in data:
+            return data[key]
+        return _lookup(data, key)[1]
+
+    def _sampling(self, conf: dict | None) -> dict | None:
+        values = {k: self._option(conf, k) for k in SAMPLING_KEYS}
+        return values if any(v is not None for v in values.values()) or conf is not None else None
+
+    def _invocation(self, rec: dict) -> dict:
+        """The invocations.jsonl record of the invocation that recorded `rec` (in its own shard of a merged dir)."""
+        d = self.run.ref_dirs.get(rec.get("key", ""), self.run.dir)
+        if d not in self._configs:
+            self._configs[d] = {r["invocation"]: r for r in read_jsonl(d / INVOCATIONS) if "invocation" in r}
+        return self._configs[d].get(rec.get("inv", -1), {})
