@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{done.path}: reproduced byte for byte ({_counts(done.counts)})")
         return 0
     if not args.run_dir or not args.to:
-        ap.error("give RUN_DIR and --to FORMAT (or --reproduce MANIFEST)")
+        ap.error("RUN_DIR and --to FORMAT are required (or --reproduce MANIFEST)")
     options = {
         "reasoning": args.reasoning, "min_reward": args.min_reward, "best": args.best_of_k,
         "pass_fail": args.pass_fail, "only_completed": args.only_completed, "arguments": args.arguments,
