@@ -277,7 +277,8 @@ def openai_message(m: dict, arguments: str = "object") -> dict:
 
 
 def openai_row(entry: dict, reasoning: str, arguments: str = "object") -> dict:
-    """One line of the openai export: messages, tools (as JSON text: TRL and axolotl parse it), id, metadata."""
+    """One line of the openai export: messages, tools (as JSON text: TRL and axolotl parse it), id, metadata,
+    provenance."""
     conv = to_openai(entry, reasoning=reasoning)
     meta = entry.get("metadata") or {}
     return {
