@@ -7,12 +7,12 @@ import logging
 from pathlib import Path
 
 from hermes_runner.commands import exits
+from hermes_runner.rundir.reader import find_runs
 from hermes_runner.trajectory import export as exporting
 from hermes_runner.trajectory import reproduce as reproducing
 
 
-@exits()
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     doc = exporting.__doc__ or ""
     ap = argparse.ArgumentParser(
         prog="python -m hermes_runner.export",
@@ -68,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--push-to-hub", metavar="REPO", help="also upload to this Hugging Face dataset repo")
     ap.add_argument("--private", action="store_true", help="create the Hub repo as private")
+    return ap
+
+
+@exits()
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     if args.reproduce:
@@ -82,12 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     if args.pass_fail and args.to not in ("splits", reproducing.ALL):
         ap.error("--pass-fail makes splits: use it with --to splits (or all)")
-    if args.push_to_hub and args.to == reproducing.ALL:
-        ap.error("--push-to-hub uploads one export: give one format")
+    if args.push_to_hub and (args.to == reproducing.ALL or len(find_runs(args.run_dir)) > 1):
+        ap.error("--push-to-hub uploads one export: give one run dir and one format")
     manifest = args.manifest or args.to == reproducing.ALL
     done = reproducing.export_many(args.run_dir, args.to, args.out, options, manifest)
-    if args.push_to_hub and len(done) > 1:
-        ap.error("--push-to-hub uploads one export: give one run dir, not a sweep")
     for d in done:  # one line per export: a sweep's name each job (by its dir under the sweep)
         job = f"{d.run_dir.relative_to(args.run_dir)} " if d.run_dir != Path(args.run_dir) else ""
         where = f"{job}{d.fmt}: " if len(done) > 1 else ""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -44,6 +45,8 @@ from hermes_runner.rundir.layout import (
 from hermes_runner.rundir.reader import RunData, find_runs
 from hermes_runner.rundir.store import atomic_write_json
 from hermes_runner.trajectory.export import FORMATS, export
+
+log = logging.getLogger(__name__)
 
 MANIFEST_FILE = "export_manifest.json"
 MANIFEST_VERSION = 1
@@ -141,6 +144,8 @@ def export_one(run_dir: Path | str, fmt: str, out: Path | str | None, options: d
     if not manifest:
         return Exported(run_dir, fmt, path, counts, None)
     run = RunData.load(run_dir)
+    if run.live:
+        log.warning("%s is still being written: its manifest reproduces only until the run writes again", run_dir)
     body = {
         "manifest_version": MANIFEST_VERSION,
         "run": {
@@ -187,7 +192,8 @@ def reproduce(manifest_path: Path | str, run_dir: Path | str | None = None, out:
     try:
         m = json.loads(manifest_path.read_text())
         run_dir = Path(run_dir or m["run"]["dir"])
-        fmt, options, expected = m["export"]["format"], m["export"]["options"], m["outputs"]
+        fmt, expected = m["export"]["format"], m["outputs"]
+        options = {k: v for k, v in m["export"]["options"].items() if k in OPTIONS}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ExportError(f"{manifest_path} is not an export manifest ({type(e).__name__}: {e})") from None
     if m.get("manifest_version") != MANIFEST_VERSION:
