@@ -81,10 +81,17 @@ def _stamp(t: float) -> str:
 
 
 def start_invocation(
-    run_dir: Path, n: int, config: dict, overrides: list[str], started: float, redact: Redactor | None = None
+    run_dir: Path,
+    n: int,
+    config: dict,
+    overrides: list[str],
+    started: float,
+    redact: Redactor | None = None,
+    scorer_code: dict[str, str] | None = None,
 ) -> None:
     """Append this invocation's record (`ended: null` until `end_invocation`) with its whole `config` (as plain
-    values), fsynced: a killed invocation stays recorded."""
+    values), fsynced: a killed invocation stays recorded. `scorer_code`: scorer -> the sha256 of its own code
+    (python scorers), the provenance of their scores."""
     redact = redact or Redactor()
     entry = {
         "invocation": n,
@@ -97,6 +104,8 @@ def start_invocation(
         "overrides": redact(list(overrides)),
         "config": redact(config),
     }
+    if scorer_code:
+        entry["scorer_code"] = dict(sorted(scorer_code.items()))
     fd = os.open(run_dir / INVOCATIONS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, (json.dumps(entry) + "\n").encode())

@@ -7,7 +7,8 @@ Every row of an export gets `provenance` (PROVENANCE_KEYS, each a string or null
     tools           hash of the tool schemas offered in that session (OpenAI form, as its system turn lists them)
     sampling        hash of the sampling parameters (SAMPLING_KEYS of the invocation that ran the prompt)
     model           the model that answered (as the endpoint named it)
-    scorers         hash of the scorers' config and the version that scored (null: no scorer)
+    scorers         hash of the scorers' config, the version that scored and the sha256 of a python scorer's own
+                    source file (null: no scorer)
     filters         hash of the run's `filters` (what kept or discarded the row)
     disposition     `kept`, or `discarded: <reason>`
     runner_version  hermes-runner's version in the invocation that recorded the row (null: older run dirs)
@@ -90,6 +91,7 @@ class Provenance:
         inv = self._invocation(rec)
         conf = inv.get("config") if isinstance(inv.get("config"), dict) else None
         version = inv.get("version") if isinstance(inv.get("version"), str) else None
+        code = inv.get("scorer_code") if isinstance(inv.get("scorer_code"), dict) else None
         system = next((t for t in entry.get("conversations") or () if t.get("from") == "system"), None)
         tools = tools_of(system.get("value") or "") if system else None
         prompt = system_prompt_of(system.get("value") or "", tools) if system and tools else None
@@ -104,7 +106,9 @@ class Provenance:
             "tools": self._hash(tools),
             "sampling": self._hash(self._sampling(conf)),
             "model": str(model) if model else None,
-            "scorers": self._hash({"scorers": scorers, "version": version} if scorers else None),
+            "scorers": self._hash(
+                ({"scorers": scorers, "version": version} | ({"code": code} if code else {})) if scorers else None
+            ),
             "filters": self._hash(self._option(conf, "filters")),
             "disposition": f"discarded: {reason}" if rec.get("status") == "discarded" else "kept",
             "runner_version": version,

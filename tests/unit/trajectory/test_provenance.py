@@ -35,12 +35,13 @@ def entry(system: str = "Be brief.", tools: list[dict] | None = None, model: str
     return {"conversations": turns, "metadata": {"model": model}, "discard_reason": ""}
 
 
-def provenance(tmp_path: Path, e: dict, config: dict | None = None, rec: dict | None = None) -> dict:
-    """The provenance of `e` in a run dir whose invocation 0 had `config` (None: no invocations.jsonl)."""
+def provenance(tmp_path: Path, e: dict, config: dict | None = None, rec: dict | None = None, code: str = "") -> dict:
+    """The provenance of `e` in a run dir whose invocation 0 had `config` (None: no invocations.jsonl) and the
+    python scorer code `code`."""
     d = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
     d.mkdir()
     if config is not None:
-        line = {"invocation": 0, "version": __version__, "config": config}
+        line = {"invocation": 0, "version": __version__, "config": config, "scorer_code": {"answer": code}}
         (d / "invocations.jsonl").write_text(json.dumps(line) + "\n")
     run = RunData(dir=d, name="r", manifest={}, statistics=None, invocations=[], stats=RunStats())
     return Provenance(run).of(rec or {"key": "0", "inv": 0, "status": "ok", "model": e["metadata"]["model"]}, e)
@@ -96,6 +97,11 @@ def test_each_input_changes_its_own_field_only(tmp_path: Path, field: str) -> No
     e, conf = CHANGES[field]
     changed = provenance(tmp_path, e, conf)
     assert [k for k in PROVENANCE_KEYS if base[k] != changed[k]] == [field]
+
+
+def test_a_python_scorers_code_is_part_of_its_hash(tmp_path: Path) -> None:
+    one, other = (provenance(tmp_path, entry(), CONFIG, code=c) for c in ("a" * 64, "b" * 64))
+    assert [k for k in PROVENANCE_KEYS if one[k] != other[k]] == ["scorers"]
 
 
 def test_a_discarded_row_says_why(tmp_path: Path) -> None:
