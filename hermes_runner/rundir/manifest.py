@@ -15,7 +15,7 @@ from pathlib import Path
 from hermes_runner import __version__
 from hermes_runner.config import DATA_KEYS, select  # noqa: F401  (DATA_KEYS re-exported)
 from hermes_runner.errors import ConfigError
-from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
+from hermes_runner.rundir.layout import HASHES, INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
 from hermes_runner.rundir.store import atomic_write, atomic_write_json
 from hermes_runner.util.redact import Redactor
 
@@ -128,6 +128,16 @@ def end_invocation(run_dir: Path, n: int, started: float, ended: float) -> None:
             lines[i] = (json.dumps(entry) + "\n").encode()
             atomic_write(path, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines))
             return
+
+
+def record_hash(run_dir: Path, key: str, value: object) -> None:
+    """Append `key` (a hash) and the value it stands for to the run's hash table (HASHES), fsynced."""
+    fd = os.open(run_dir / HASHES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps({"hash": key, "value": value}, ensure_ascii=False) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def past_durations(run_dir: Path) -> float:

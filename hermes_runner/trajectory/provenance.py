@@ -8,7 +8,7 @@ Every row of an export gets `provenance` (PROVENANCE_KEYS, each a string or null
     sampling        hash of the sampling parameters (SAMPLING_KEYS of the invocation that ran the prompt)
     model           the model that answered (as the endpoint named it)
     scorers         hash of the scorers' config, the version that scored and the sha256 of a python scorer's own
-                    source file (null: no scorer)
+                    source file (null: no scorer); of a row scored again by `hermes-score`, that pass's scorers
     filters         hash of the run's `filters` (what kept or discarded the row)
     disposition     `kept`, or `discarded: <reason>`
     runner_version  hermes-runner's version in the invocation that recorded the row (null: older run dirs)
@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hermes_runner.rundir.layout import INVOCATIONS
+from hermes_runner.rundir.layout import HASHES, INVOCATIONS
 from hermes_runner.rundir.reader import RunData, read_jsonl
 from hermes_runner.trajectory.hermes import system_prompt_of, tools_of
 
@@ -85,6 +85,7 @@ class Provenance:
         self.run = run
         self.table: dict[str, Any] = {}
         self._configs: dict[Path, dict[int, dict]] = {}
+        self._hashes: dict[Path, dict[str, Any]] = {}  # each dir's hash table (rundir/layout HASHES)
 
     def of(self, rec: dict, entry: dict) -> dict[str, str | None]:
         """The provenance of one entry, given its final ledger record."""
@@ -94,9 +95,10 @@ class Provenance:
         code = inv.get("scorer_code") if isinstance(inv.get("scorer_code"), dict) else None
         system = next((t for t in entry.get("conversations") or () if t.get("from") == "system"), None)
         tools = tools_of(system.get("value") or "") if system else None
-        prompt = system_prompt_of(system.get("value") or "", tools) if system and tools else None
+        prompt = system_prompt_of(system.get("value") or "", tools) if system and tools is not None else None
         template = self._option(conf, "dataset.prompt_template")
         scorers = self._option(conf, "scorers")
+        scored_by = ({"scorers": scorers, "version": version} | ({"code": code} if code else {})) if scorers else None
         reason = rec.get("reason") or entry.get("discard_reason")
         meta = entry.get("metadata") or {}
         model = rec.get("model") or meta.get("model")
@@ -106,9 +108,7 @@ class Provenance:
             "tools": self._hash(tools),
             "sampling": self._hash(self._sampling(conf)),
             "model": str(model) if model else None,
-            "scorers": self._hash(
-                ({"scorers": scorers, "version": version} | ({"code": code} if code else {})) if scorers else None
-            ),
+            "scorers": self._rescored(rec) or self._hash(scored_by),
             "filters": self._hash(self._option(conf, "filters")),
             "disposition": f"discarded: {reason}" if rec.get("status") == "discarded" else "kept",
             "runner_version": version,
@@ -120,6 +120,24 @@ class Provenance:
         h = digest(value)
         self.table.setdefault(h, value)
         return h
+
+    def _rescored(self, rec: dict) -> str | None:
+        """The scorers hash of a row scored again by `hermes-score` (its value from the run's hash table)."""
+        h = rec.get("scorers_hash")
+        if not isinstance(h, str):
+            return None
+        d = self._dir(rec)
+        if d not in self._hashes:
+            self._hashes[d] = {
+                r["hash"]: r.get("value") for r in read_jsonl(d / HASHES) if isinstance(r.get("hash"), str)
+            }
+        if h in self._hashes[d]:
+            self.table.setdefault(h, self._hashes[d][h])
+        return h
+
+    def _dir(self, rec: dict) -> Path:
+        """The run dir that recorded `rec` (a merged dir's shard)."""
+        return self.run.ref_dirs.get(rec.get("key", ""), self.run.dir)
 
     def _option(self, conf: dict | None, key: str) -> Any:
         """A config option from the invocation's config, else from run.json's data config (older runs)."""
@@ -137,7 +155,7 @@ class Provenance:
 
     def _invocation(self, rec: dict) -> dict:
         """The invocations.jsonl record of the invocation that recorded `rec` (in its own shard of a merged dir)."""
-        d = self.run.ref_dirs.get(rec.get("key", ""), self.run.dir)
+        d = self._dir(rec)
         if d not in self._configs:
             self._configs[d] = {r["invocation"]: r for r in read_jsonl(d / INVOCATIONS) if "invocation" in r}
         return self._configs[d].get(rec.get("inv", -1), {})

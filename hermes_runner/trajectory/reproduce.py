@@ -35,6 +35,7 @@ from hermes_runner.rundir.layout import (
     BATCH_GLOB,
     DISCARDED,
     FEATURES_FILE,
+    HASHES,
     INVOCATIONS,
     LEDGER,
     MANIFEST,
@@ -53,7 +54,7 @@ MANIFEST_VERSION = 1
 ALL = "all"  # --to all: every name in FORMATS
 OPTIONS = ("reasoning", "min_reward", "best", "pass_fail", "only_completed", "arguments")  # export()'s keywords
 VERSIONED = ("hermes-runner", "datasets", "pyarrow")
-_INPUTS = (LEDGER, RESCORED, DISCARDED, MANIFEST, INVOCATIONS, FEATURES_FILE, MERGED)
+_INPUTS = (LEDGER, RESCORED, DISCARDED, MANIFEST, INVOCATIONS, HASHES, FEATURES_FILE, MERGED)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from datasets import load_from_disk
 
 from hermes_runner import __version__
 from hermes_runner.commands.export import main
+from hermes_runner.run import rescore
 from hermes_runner.testing.scripted_server import ScriptedServer
 from hermes_runner.trajectory.export import FORMATS
 from hermes_runner.trajectory.provenance import PROVENANCE_KEYS, digest
@@ -152,3 +153,21 @@ def test_all_of_a_sweep_exports_every_job(run: Path, tmp_path: Path, capsys) -> 
         for fmt in FORMATS:
             assert (sweep / job / "export" / fmt / MANIFEST_FILE).is_file()
             assert any(line.startswith(f"{job} {fmt}: {sweep / job / 'export' / fmt}") for line in lines), lines
+
+
+def test_rescored_rows_name_the_new_scorers_and_the_old_manifest_no_longer_reproduces(
+    run: Path, tmp_path: Path, capsys
+) -> None:
+    copy = shutil.copytree(run, tmp_path / "run")
+    assert main([str(copy), "--to", "parquet", "--manifest", "--out", str(tmp_path / "before")]) == 0
+    assert rescore.rescore(copy, ["+scorer@scorers.exact=match"])["scored"] == 3
+    capsys.readouterr()
+    assert main(["--reproduce", str(tmp_path / "before" / MANIFEST_FILE)]) == 2
+    assert f"{copy / 'ledger.jsonl'}: changed since the export" in capsys.readouterr().err
+    assert main([str(copy), "--to", "parquet", "--manifest", "--out", str(tmp_path / "after")]) == 0
+    before, after = (pq.read_table(tmp_path / d / "trajectories.parquet").to_pylist() for d in ("before", "after"))
+    table = json.loads((tmp_path / "after" / MANIFEST_FILE).read_text())["hashes"]
+    for old, new in zip(before, after, strict=True):
+        old, new = old["provenance"], new["provenance"]
+        assert [k for k in PROVENANCE_KEYS if old[k] != new[k]] == ["scorers"]
+        assert set(table[new["scorers"]]["scorers"]) == {"answer", "exact"}

@@ -104,6 +104,11 @@ def test_a_python_scorers_code_is_part_of_its_hash(tmp_path: Path) -> None:
     assert [k for k in PROVENANCE_KEYS if one[k] != other[k]] == ["scorers"]
 
 
+def test_a_session_without_tools_has_its_system_prompt(tmp_path: Path) -> None:
+    p = provenance(tmp_path, entry(tools=[]), CONFIG)
+    assert (p["system_prompt"], p["tools"]) == (digest("Be brief."), digest([]))
+
+
 def test_a_discarded_row_says_why(tmp_path: Path) -> None:
     rec = {"key": "0", "inv": 0, "status": "discarded", "reason": "low_reward", "model": "m"}
     assert provenance(tmp_path, entry(), CONFIG, rec)["disposition"] == "discarded: low_reward"
