@@ -79,40 +79,60 @@ def _lookup(conf: dict | None, key: str) -> tuple[bool, Any]:
 
 
 class Provenance:
-    """The provenance of a run's entries; `table` collects every hash handed out -> the text or JSON it stands for."""
+    """The provenance of a run's entries; `table` collects every hash handed out -> the text or JSON it stands for.
+
+    The hashes of an invocation's options and of a system turn are computed once (a run has few of each)."""
 
     def __init__(self, run: RunData):
         self.run = run
         self.table: dict[str, Any] = {}
-        self._configs: dict[Path, dict[int, dict]] = {}
+        self._invocations: dict[Path, dict[int, dict]] = {}  # each dir's invocations.jsonl records
         self._hashes: dict[Path, dict[str, Any]] = {}  # each dir's hash table (rundir/layout HASHES)
+        self._by_invocation: dict[tuple[Path, int], dict[str, str | None]] = {}
+        self._by_system: dict[str | None, dict[str, str | None]] = {}
 
     def of(self, rec: dict, entry: dict) -> dict[str, str | None]:
         """The provenance of one entry, given its final ledger record."""
-        inv = self._invocation(rec)
-        conf = inv.get("config") if isinstance(inv.get("config"), dict) else None
-        version = inv.get("version") if isinstance(inv.get("version"), str) else None
-        code = inv.get("scorer_code") if isinstance(inv.get("scorer_code"), dict) else None
-        system = next((t for t in entry.get("conversations") or () if t.get("from") == "system"), None)
-        tools = tools_of(system.get("value") or "") if system else None
-        prompt = system_prompt_of(system.get("value") or "", tools) if system and tools is not None else None
-        template = self._option(conf, "dataset.prompt_template")
-        scorers = self._option(conf, "scorers")
-        scored_by = ({"scorers": scorers, "version": version} | ({"code": code} if code else {})) if scorers else None
+        system = next(
+            (t.get("value") or "" for t in entry.get("conversations") or () if t.get("from") == "system"), None
+        )
+        if system not in self._by_system:
+            tools = tools_of(system) if system is not None else None
+            prompt = system_prompt_of(system, tools) if system is not None and tools is not None else None
+            self._by_system[system] = {"system_prompt": self._hash(prompt), "tools": self._hash(tools)}
+        options = self._options(rec)
         reason = rec.get("reason") or entry.get("discard_reason")
-        meta = entry.get("metadata") or {}
-        model = rec.get("model") or meta.get("model")
+        model = rec.get("model") or (entry.get("metadata") or {}).get("model")
         return {
-            "system_prompt": self._hash(prompt),
-            "prompt_template": self._hash(template),
-            "tools": self._hash(tools),
-            "sampling": self._hash(self._sampling(conf)),
+            "system_prompt": self._by_system[system]["system_prompt"],
+            "prompt_template": options["prompt_template"],
+            "tools": self._by_system[system]["tools"],
+            "sampling": options["sampling"],
             "model": str(model) if model else None,
-            "scorers": self._rescored(rec) or self._hash(scored_by),
-            "filters": self._hash(self._option(conf, "filters")),
+            "scorers": self._rescored(rec) or options["scorers"],
+            "filters": options["filters"],
             "disposition": f"discarded: {reason}" if rec.get("status") == "discarded" else "kept",
-            "runner_version": version,
+            "runner_version": options["runner_version"],
         }
+
+    def _options(self, rec: dict) -> dict[str, str | None]:
+        """The hashes of the options of the invocation that recorded `rec` (computed once per invocation)."""
+        key = (self._dir(rec), rec.get("inv", -1))
+        if key not in self._by_invocation:
+            inv = self._invocation(rec)
+            conf = inv.get("config") if isinstance(inv.get("config"), dict) else None
+            version = inv.get("version") if isinstance(inv.get("version"), str) else None
+            code = inv.get("scorer_code") if isinstance(inv.get("scorer_code"), dict) else None
+            scorers = self._option(conf, "scorers")
+            by = ({"scorers": scorers, "version": version} | ({"code": code} if code else {})) if scorers else None
+            self._by_invocation[key] = {
+                "prompt_template": self._hash(self._option(conf, "dataset.prompt_template")),
+                "sampling": self._hash(self._sampling(conf)),
+                "scorers": self._hash(by),
+                "filters": self._hash(self._option(conf, "filters")),
+                "runner_version": version,
+            }
+        return self._by_invocation[key]
 
     def _hash(self, value: Any) -> str | None:
         if value is None:
@@ -156,6 +176,6 @@ class Provenance:
     def _invocation(self, rec: dict) -> dict:
         """The invocations.jsonl record of the invocation that recorded `rec` (in its own shard of a merged dir)."""
         d = self._dir(rec)
-        if d not in self._configs:
-            self._configs[d] = {r["invocation"]: r for r in read_jsonl(d / INVOCATIONS) if "invocation" in r}
-        return self._configs[d].get(rec.get("inv", -1), {})
+        if d not in self._invocations:
+            self._invocations[d] = {r["invocation"]: r for r in read_jsonl(d / INVOCATIONS) if "invocation" in r}
+        return self._invocations[d].get(rec.get("inv", -1), {})

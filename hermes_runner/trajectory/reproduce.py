@@ -88,10 +88,9 @@ def versions() -> dict[str, str | None]:
     return out
 
 
-def run_inputs(run_dir: Path) -> dict[str, str]:
+def run_inputs(run: RunData) -> dict[str, str]:
     """The sha256 of every run dir file an export reads, by its path relative to the run dir (a merged dir's
     shards included)."""
-    run = RunData.load(run_dir)
     out: dict[str, str] = {}
     for d in [run.dir, *run.merged_from]:
         names = [*_INPUTS, *(p.name for p in d.glob(BATCH_GLOB))]
@@ -137,14 +136,14 @@ def export_one(run_dir: Path | str, fmt: str, out: Path | str | None, options: d
     """One export of one run, built aside then moved into place; with `manifest`, its manifest beside the files."""
     run_dir = Path(run_dir)
     target = Path(out) if out else run_dir / "export" / fmt
-    inputs = run_inputs(run_dir) if manifest else {}
+    run = RunData.load(run_dir) if manifest else None
+    inputs = run_inputs(run) if run else {}
     scratch, path, counts, table = _build(run_dir, fmt, target, options)
     outputs = _outputs(scratch / "out")
     _install(scratch, target, list(outputs))
     path = target / path.relative_to(scratch / "out")
-    if not manifest:
+    if run is None:
         return Exported(run_dir, fmt, path, counts, None)
-    run = RunData.load(run_dir)
     if run.live:
         log.warning("%s is still being written: its manifest reproduces only until the run writes again", run_dir)
     body = {
@@ -224,7 +223,7 @@ def _check_inputs(run_dir: Path, recorded: dict[str, str]) -> None:
     """NotReproduced naming the first run dir file that changed, went missing or appeared since the export."""
     if not run_dir.is_dir():
         raise NotReproduced(f"{run_dir}: the manifest's run dir is not there (give its new place as RUN_DIR)")
-    now = run_inputs(run_dir)
+    now = run_inputs(RunData.load(run_dir))
     for rel, sha in recorded.items():
         if rel not in now:
             raise NotReproduced(f"{run_dir / rel}: in the run dir when it was exported, missing now")
