@@ -171,3 +171,14 @@ def test_rescored_rows_name_the_new_scorers_and_the_old_manifest_no_longer_repro
         old, new = old["provenance"], new["provenance"]
         assert [k for k in PROVENANCE_KEYS if old[k] != new[k]] == ["scorers"]
         assert set(table[new["scorers"]]["scorers"]) == {"answer", "exact"}
+
+
+def test_a_run_dir_of_an_older_version_exports_what_it_can_tell(run: Path, tmp_path: Path) -> None:
+    """Without invocations.jsonl the options come from run.json's data config; the version is unknown (null)."""
+    copy = shutil.copytree(run, tmp_path / "run")
+    (copy / "invocations.jsonl").unlink()
+    assert main([str(copy), "--to", "parquet", "--out", str(tmp_path / "pq")]) == 0
+    for row in pq.read_table(tmp_path / "pq" / "trajectories.parquet").to_pylist():
+        p = row["provenance"]
+        assert p["runner_version"] is None and p["prompt_template"] == digest(TEMPLATE)
+        assert None not in (p["system_prompt"], p["tools"], p["sampling"], p["scorers"], p["filters"], p["model"])
