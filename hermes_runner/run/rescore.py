@@ -53,6 +53,7 @@ from hermes_runner.trajectory import entry as entries
 from hermes_runner.trajectory.provenance import digest
 from hermes_runner.usage import Usage
 from hermes_runner.util import fastjson
+from hermes_runner.util.redact import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +225,7 @@ def rescore(run_dir: Path | str, overrides: list[str], force: bool = False, conc
     cfg = run_config(run_dir)
     cfg = dataclasses.replace(cfg, resume=True, force_resume=True, dry_run=False, progress=False)
     check(cfg)
-    run = Run(cfg, run_dir)
+    run = Run(cfg, run_dir, Redactor.from_sources(overrides, as_container(cfg)))  # (secrets the overrides name)
     run.prepare()
     try:
         done = asyncio.run(Rescoring(run, new, force)(concurrency))

@@ -156,11 +156,14 @@ def test_all_of_a_sweep_exports_every_job(run: Path, tmp_path: Path, capsys) -> 
 
 
 def test_rescored_rows_name_the_new_scorers_and_the_old_manifest_no_longer_reproduces(
-    run: Path, tmp_path: Path, capsys
+    run: Path, tmp_path: Path, capsys, monkeypatch
 ) -> None:
     copy = shutil.copytree(run, tmp_path / "run")
     assert main([str(copy), "--to", "parquet", "--manifest", "--out", str(tmp_path / "before")]) == 0
-    assert rescore.rescore(copy, ["+scorer@scorers.exact=match"])["scored"] == 3
+    secret = "s3cr3t-pattern-value"  # a secret an override names: never written in the hash table or a manifest
+    monkeypatch.setenv("HR_TEST_SECRET", secret)
+    overrides = ["+scorer@scorers.exact=match", "scorers.exact.match.answer_pattern='${oc.env:HR_TEST_SECRET}'"]
+    assert rescore.rescore(copy, overrides)["scored"] == 3
     capsys.readouterr()
     assert main(["--reproduce", str(tmp_path / "before" / MANIFEST_FILE)]) == 2
     assert f"{copy / 'ledger.jsonl'}: changed since the export" in capsys.readouterr().err
@@ -171,6 +174,8 @@ def test_rescored_rows_name_the_new_scorers_and_the_old_manifest_no_longer_repro
         old, new = old["provenance"], new["provenance"]
         assert [k for k in PROVENANCE_KEYS if old[k] != new[k]] == ["scorers"]
         assert set(table[new["scorers"]]["scorers"]) == {"answer", "exact"}
+    for path in (copy / "hashes.jsonl", tmp_path / "after" / MANIFEST_FILE):
+        assert path.exists() and secret not in path.read_text()
 
 
 def test_a_run_dir_of_an_older_version_exports_what_it_can_tell(run: Path, tmp_path: Path) -> None:
