@@ -178,8 +178,10 @@ def export_many(
     done = []
     for run_dir in runs:
         for f in fmts:
-            base = Path(out) / run_dir.relative_to(root) if out and sweep else Path(out) if out else None
-            target = None if base is None else base / f if (sweep or fmt == ALL) else base
+            target = None  # the default: <job>/export/<format>
+            if out:
+                base = Path(out) / run_dir.relative_to(root) if sweep else Path(out)
+                target = base / f if sweep or fmt == ALL else base
             opts = {**options, "pass_fail": bool(options.get("pass_fail")) and f == "splits"}
             done.append(export_one(run_dir, f, target, opts, manifest))
     return done

@@ -153,6 +153,11 @@ def test_all_of_a_sweep_exports_every_job(run: Path, tmp_path: Path, capsys) -> 
         for fmt in FORMATS:
             assert (sweep / job / "export" / fmt / MANIFEST_FILE).is_file()
             assert any(line.startswith(f"{job} {fmt}: {sweep / job / 'export' / fmt}") for line in lines), lines
+    # With --out: <out>/<job>/<format>.
+    assert main([str(sweep), "--to", "openai", "--out", str(tmp_path / "o")]) == 0
+    assert sorted(p.relative_to(tmp_path / "o").as_posix() for p in (tmp_path / "o").rglob("*.openai.jsonl")) == [
+        f"{job}/openai/trajectories.openai.jsonl" for job in ("a=1", "a=2")
+    ]
 
 
 def test_rescored_rows_name_the_new_scorers_and_the_old_manifest_no_longer_reproduces(
