@@ -19,7 +19,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     tools/          base (Tool, ToolContext, @tool), catalog (the toolsets), one module per toolset,
                     distributions, image_io; backends/ the services tools need (fetch, browser, search, ...)
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, atif (Harbor's ATIF),
-                    inspect_log (Inspect AI eval logs), export (knows no agent)
+                    inspect_log (Inspect AI eval logs), export (knows no agent), provenance (every exported
+                    row's), reproduce (manifests, --reproduce, --to all and sweeps)
     model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve
     sandbox/        where tool commands run: base Protocols, factory in __init__, one package per backend family
                     (local/: bubblewrap, docker/: containers) and podman (Docker's backend on Podman), watchdog

@@ -23,7 +23,7 @@ Where each one goes (control flow):
       of a scorer)                                                (value 0); the trajectory is kept as usual
     Refused                        tools.backends.egress          the egress proxy -> an HTTP error reply
     NotARunDir, ExportError        rundir.reader, trajectory      commands.refusal -> one line, exit 2
-                                   .export
+      (+NotReproduced)             .export, .reproduce
     TemplateRefused                templating.render (the         dataset.mapping -> the row goes to rejected.jsonl;
                                    sandbox refused a template)    scorers -> the score record's `error`
 """
@@ -155,6 +155,10 @@ class NotARunDir(RunnerError):
 
 class ExportError(RunnerError):
     """The export cannot be made (missing library, no token, nothing to export)."""
+
+
+class NotReproduced(ExportError):
+    """`export --reproduce`: a run dir file changed since the manifest was written, or a rebuilt file differs."""
 
 
 class StorageFull(RunnerError):

@@ -35,7 +35,7 @@ from hermes_runner.run.spend import Spend
 from hermes_runner.rundir import hermes_import, manifest
 from hermes_runner.rundir.stats import RunStats
 from hermes_runner.rundir.store import LedgerState, RunStore, abandon_prelock, remove_stale_temps
-from hermes_runner.scorers import unscored
+from hermes_runner.scorers import code_versions, unscored
 from hermes_runner.tools.catalog import all_tools, stats_names, tool_names
 from hermes_runner.util import gctune, stacks
 from hermes_runner.util.redact import Redactor, redacting_logs
@@ -305,7 +305,8 @@ def _invocation(
     try:
         plan = run.prepare()
         if not cfg.dry_run:
-            manifest.start_invocation(run_dir, run.invocation, as_container(cfg), overrides, started, run.redact)
+            code = code_versions(cfg.scorers)  # (python scorers: their own code's version, for the provenance)
+            manifest.start_invocation(run_dir, run.invocation, as_container(cfg), overrides, started, run.redact, code)
     except ConfigError as exc:
         log.error("%s", exc)
         return InvocationResult(ExitCode.CONFIG)

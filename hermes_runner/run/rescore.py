@@ -26,20 +26,34 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from hermes_runner.config import ScorerConfig, ScorerKind, check, check_scorers
+from hermes_runner import __version__
+from hermes_runner.config import ScorerConfig, ScorerKind, as_container, check, check_scorers
 from hermes_runner.config.root import RunConfig, register_configs
 from hermes_runner.dataset.mapping import Mapping
 from hermes_runner.errors import ConfigError
 from hermes_runner.run.budget import RunBudget
 from hermes_runner.run.invocation import Run
 from hermes_runner.run.record import ledger_scores
+from hermes_runner.rundir import manifest
 from hermes_runner.rundir.layout import INVOCATIONS
 from hermes_runner.rundir.manifest import now
 from hermes_runner.rundir.store import dumps_line
-from hermes_runner.scorers import NOT_SCORED, Job, Score, Scorers, open_scorers, primary_name, reward_of, row_from_entry
+from hermes_runner.scorers import (
+    NOT_SCORED,
+    Job,
+    Score,
+    Scorers,
+    code_versions,
+    open_scorers,
+    primary_name,
+    reward_of,
+    row_from_entry,
+)
 from hermes_runner.trajectory import entry as entries
+from hermes_runner.trajectory.provenance import digest
 from hermes_runner.usage import Usage
 from hermes_runner.util import fastjson
+from hermes_runner.util.redact import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +117,11 @@ class Rescoring:
         self.counts = {"scored": 0, "skipped": 0, "errors": 0}
         self.budget = RunBudget(run.cfg.limits, run.spend.total(run.stats.usage))
         self.mapping = Mapping(run.cfg.dataset)  # the run's dataset.fields: where target and verify are
+        # The scorers of this pass, as the rows' provenance names them (trajectory/provenance.py): by hash in
+        # each rescored record, the value once in the run's hash table.
+        scorers = {"scorers": as_container(self.all), "version": __version__, "code": code_versions(self.all)}
+        self.scorers_hash = digest(run.redact(scorers))
+        manifest.record_hash(run.dir, self.scorers_hash, run.redact(scorers))
 
     def todo(self) -> list[str]:
         keys = sorted(self.run.state.terminal, key=lambda k: (self.run.state.terminal[k].index, k))
@@ -162,6 +181,7 @@ class Rescoring:
             "toolsets": old.get("toolsets", []),
             "usage": usage.as_dict(),  # the judge's spend
             "api_calls": 0,
+            "scorers_hash": self.scorers_hash,
         }
         ref = self.run.state.terminal[key]
         self.run.store.write_rescored(line, rec)
@@ -205,7 +225,7 @@ def rescore(run_dir: Path | str, overrides: list[str], force: bool = False, conc
     cfg = run_config(run_dir)
     cfg = dataclasses.replace(cfg, resume=True, force_resume=True, dry_run=False, progress=False)
     check(cfg)
-    run = Run(cfg, run_dir)
+    run = Run(cfg, run_dir, Redactor.from_sources(overrides, as_container(cfg)))  # (secrets the overrides name)
     run.prepare()
     try:
         done = asyncio.run(Rescoring(run, new, force)(concurrency))

@@ -20,6 +20,7 @@ HYDRA_DIR = ".hydra"  # the composed config, Hydra's, the overrides: written on 
 # The manifest and the invocations log (rundir/manifest.py)
 MANIFEST = "run.json"
 INVOCATIONS = "invocations.jsonl"
+HASHES = "hashes.jsonl"  # hash -> what it stands for, of facts recorded by hash (the scorers of a hermes-score pass)
 
 # The outputs rebuilt from the ledger at the end of each invocation
 CHECKPOINT = "checkpoint.json"

@@ -12,9 +12,10 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hermes_runner import __version__
 from hermes_runner.config import DATA_KEYS, select  # noqa: F401  (DATA_KEYS re-exported)
 from hermes_runner.errors import ConfigError
-from hermes_runner.rundir.layout import INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
+from hermes_runner.rundir.layout import HASHES, INVOCATIONS, MANIFEST  # noqa: F401  (re-exported)
 from hermes_runner.rundir.store import atomic_write, atomic_write_json
 from hermes_runner.util.redact import Redactor
 
@@ -80,13 +81,21 @@ def _stamp(t: float) -> str:
 
 
 def start_invocation(
-    run_dir: Path, n: int, config: dict, overrides: list[str], started: float, redact: Redactor | None = None
+    run_dir: Path,
+    n: int,
+    config: dict,
+    overrides: list[str],
+    started: float,
+    redact: Redactor | None = None,
+    scorer_code: dict[str, str] | None = None,
 ) -> None:
     """Append this invocation's record (`ended: null` until `end_invocation`) with its whole `config` (as plain
-    values), fsynced: a killed invocation stays recorded."""
+    values), fsynced: a killed invocation stays recorded. `scorer_code`: scorer -> the sha256 of its own code
+    (python scorers), the provenance of their scores."""
     redact = redact or Redactor()
     entry = {
         "invocation": n,
+        "version": __version__,  # hermes-runner's: the provenance of what this invocation records
         "started": _stamp(started),
         "ended": None,
         "duration_s": None,
@@ -95,6 +104,8 @@ def start_invocation(
         "overrides": redact(list(overrides)),
         "config": redact(config),
     }
+    if scorer_code:
+        entry["scorer_code"] = dict(sorted(scorer_code.items()))
     fd = os.open(run_dir / INVOCATIONS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, (json.dumps(entry) + "\n").encode())
@@ -117,6 +128,16 @@ def end_invocation(run_dir: Path, n: int, started: float, ended: float) -> None:
             lines[i] = (json.dumps(entry) + "\n").encode()
             atomic_write(path, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines))
             return
+
+
+def record_hash(run_dir: Path, key: str, value: object) -> None:
+    """Append `key` (a hash) and the value it stands for to the run's hash table (HASHES), fsynced."""
+    fd = os.open(run_dir / HASHES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps({"hash": key, "value": value}, ensure_ascii=False) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def past_durations(run_dir: Path) -> float:

@@ -86,6 +86,7 @@ class RunData:
                     **terminal[rec["key"]],
                     "reward": rec.get("reward"),
                     "scores": rec.get("scores"),
+                    "scorers_hash": rec.get("scorers_hash"),  # the provenance of the new scores
                 }
 
         store = LedgerReader(d)

@@ -24,6 +24,7 @@ __all__ = [
     "Score",
     "Scorer",
     "Scorers",
+    "code_versions",
     "final_answer",
     "open_scorers",
     "primary_name",
@@ -46,6 +47,15 @@ KINDS = {
 
 def scorer_class(kind: ScorerKind) -> type:
     return load(kind, KINDS, "scorer kind")
+
+
+def code_versions(scorers: Mapping[str, ScorerConfig]) -> dict[str, str]:
+    """Scorer name -> the sha256 of its own code's source file, for the scorers whose code is the user's (python);
+    the built-in kinds' code is the runner's, whose version the invocation records."""
+    from hermes_runner.scorers.python import code_version
+
+    found = {n: code_version(c._target_ or "") for n, c in scorers.items() if c.kind == ScorerKind.python}
+    return {n: v for n, v in found.items() if v}
 
 
 def primary_name(scorers: Mapping[str, ScorerConfig]) -> str | None:

@@ -7,8 +7,10 @@ plain ones run in a worker thread (a slow check does not stall the other prompts
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import json
+from pathlib import Path
 
 from hydra.utils import get_object
 
@@ -28,6 +30,17 @@ def load_callable(path: str, args: dict, where: str):
     if not callable(obj):
         raise ConfigError(f"{where}._target_={path!r} is not callable")
     return (lambda entry, row: obj(entry, row, **args)) if args else obj
+
+
+def code_version(path: str) -> str | None:
+    """The sha256 of the source file that defines the callable `path` names (the version of a python scorer's
+    code, for the rows' provenance); None when it has no readable source."""
+    try:
+        obj = get_object(path)
+        source = inspect.getsourcefile(obj if inspect.isroutine(obj) or inspect.isclass(obj) else type(obj))
+        return hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else None
+    except Exception:  # noqa: BLE001 - an unimportable target is reported when the scorer opens
+        return None
 
 
 class PythonScorer(BuiltinScorer):

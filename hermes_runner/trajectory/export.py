@@ -12,6 +12,9 @@
     ... --only-completed                                          # only trajectories that ended with an answer
     ... --to openai --arguments string                            # tool-call arguments as JSON text (OpenAI API)
     ... --push-to-hub user/name [--private]                       # also upload (needs a Hugging Face token)
+    ... --manifest                                                # + export_manifest.json: hashes, versions, sha256s
+    python -m hermes_runner.export --reproduce DIR/export_manifest.json   # the same files, byte for byte
+    python -m hermes_runner.export outputs/my_sweep --to all     # every format of every job, each with a manifest
 
 Rows are read through the ledger, so a run that is still going exports the prompts finished so far; a dir
 made by `python -m hermes_runner.merge` exports the same way. An empty split is an empty file of the same
@@ -21,6 +24,7 @@ The atif export (Harbor's Agent Trajectory Interchange Format, trajectory/atif.p
 kept prompt sample and index.jsonl: a line per file and per failed prompt (which has no trajectory: its error).
 The inspect export is the whole run (every sample, discarded and failed ones too) as `<run_name>.eval` for
 `inspect view --log-dir <run_dir>/export/inspect` and `inspect_ai.log.read_eval_log` (docs/evaluation.md).
+Every row carries its `provenance` (trajectory/provenance.py); docs/formats.md lists what each consumer reads.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from hermes_runner.trajectory.entry import _list, _value, best_of_k, score_recor
 from hermes_runner.trajectory.hermes import call_dict, clean_calls, parsed_args
 from hermes_runner.trajectory.inspect_log import write_eval
 from hermes_runner.trajectory.openai import to_openai
+from hermes_runner.trajectory.provenance import PROVENANCE_KEYS, Provenance
 
 if TYPE_CHECKING:
     import datasets
@@ -77,13 +82,20 @@ COLUMNS = (  # the columns of an entry, in the export's order
     "reward",
     "scores",
 )
-KNOWN = frozenset(COLUMNS)
+PROVENANCE = "provenance"  # every row's provenance (trajectory/provenance.py): a struct column, an openai key
+KNOWN = frozenset(COLUMNS) | {PROVENANCE}
 
 
-def read_splits(run: RunData, splits: Iterable[str] = SPLITS, only_completed: bool = False) -> dict[str, list[dict]]:
+def read_splits(
+    run: RunData,
+    splits: Iterable[str] = SPLITS,
+    only_completed: bool = False,
+    provenance: Provenance | None = None,
+) -> dict[str, list[dict]]:
     """Trajectory entries of the run, by disposition, in prompt order (`only_completed`: those that ended
-    with a final answer)."""
+    with a final answer), each with its `provenance` (collected in `provenance`'s table when given)."""
     status = {"kept": "ok", "discarded": "discarded"}
+    prov = provenance or Provenance(run)
     out: dict[str, list[dict]] = {}
     for split in splits:
         keys = [
@@ -91,7 +103,11 @@ def read_splits(run: RunData, splits: Iterable[str] = SPLITS, only_completed: bo
             for k, r in run.final.items()
             if r["status"] == status[split] and (r.get("completed") or not only_completed)
         ]
-        out[split] = [entry for _, entry in run.entries(keys) if entry.get("completed") or not only_completed]
+        out[split] = [
+            {**entry, PROVENANCE: prov.of(rec, entry)}
+            for rec, entry in run.entries(keys)
+            if entry.get("completed") or not only_completed
+        ]
     return out
 
 
@@ -167,6 +183,7 @@ class Schema:
             for k in sorted({*seeded, *(k for r in rows for k in (r.get("metadata") or {}))})
         }
         self.extra = {k: _scalar_type([r.get(k) for r in rows]) for k in sorted({k for r in rows for k in r} - KNOWN)}
+        self.provenance = not rows or any(PROVENANCE in r for r in rows)
 
     def features(self) -> datasets.Features:
         """The run's entry features (trajectory.entry.features) with these rows' metadata and extra fields."""
@@ -177,6 +194,8 @@ class Schema:
             own["conversations"]["feature"]["tool_calls"]["feature"]["function"]["arguments"] = _value("string")
         own["metadata"] = {k: _value(t) for k, t in self.meta.items()}
         spec = {k: own[k] for k in COLUMNS} | {k: _value(t) for k, t in self.extra.items()}
+        if self.provenance:
+            spec[PROVENANCE] = {k: _value("string") for k in PROVENANCE_KEYS}
         if not self.tools:  # Arrow has no empty struct
             spec.pop("tool_stats")
             spec.pop("tool_error_counts")
@@ -209,6 +228,9 @@ class Schema:
             "scores": [score_record(s) for s in e.get("scores") or [] if isinstance(s, dict)],
             **{k: _cast(e.get(k), t) for k, t in self.extra.items()},
         }
+        if self.provenance:
+            prov = e.get(PROVENANCE) or {}
+            out[PROVENANCE] = {k: None if prov.get(k) is None else str(prov[k]) for k in PROVENANCE_KEYS}
         if not self.tools:
             del out["tool_stats"], out["tool_error_counts"]
         if not self.meta:
@@ -266,7 +288,8 @@ def openai_message(m: dict, arguments: str = "object") -> dict:
 
 
 def openai_row(entry: dict, reasoning: str, arguments: str = "object") -> dict:
-    """One line of the openai export: messages, tools (as JSON text: TRL and axolotl parse it), id, metadata."""
+    """One line of the openai export: messages, tools (as JSON text: TRL and axolotl parse it), id, metadata,
+    provenance."""
     conv = to_openai(entry, reasoning=reasoning)
     meta = entry.get("metadata") or {}
     return {
@@ -282,6 +305,8 @@ def openai_row(entry: dict, reasoning: str, arguments: str = "object") -> dict:
             "discard_reason": str(entry.get("discard_reason") or ""),
             "reward": float(entry.get("reward") or 0.0),
         },
+        # an extra key: fine-tuning readers keep the columns they know (a writer that must not have it drops it)
+        PROVENANCE: {k: (entry.get(PROVENANCE) or {}).get(k) for k in PROVENANCE_KEYS},
     }
 
 
@@ -305,6 +330,7 @@ def openai_features(arguments: str = "object") -> dict:
             "discard_reason": v("string"),
             "reward": v("float64"),
         },
+        PROVENANCE: {k: v("string") for k in PROVENANCE_KEYS},
     }
 
 
@@ -381,8 +407,10 @@ def export(
     only_completed: bool = False,
     arguments: str = "object",
     discarded: bool = False,
+    table: dict | None = None,
 ) -> tuple[Path, dict]:
-    """Write the export; return (where, rows per split)."""
+    """Write the export; return (where, rows per split). `table`: filled with the rows' provenance hashes -> what
+    each stands for (trajectory/provenance.py)."""
     if discarded and fmt != "atif":
         raise ExportError("--discarded adds the discarded trajectories to an atif export: use it with --to atif")
     if pass_fail and fmt != "splits":
@@ -406,7 +434,10 @@ def export(
             "%s is still running or did not finish: exporting the %d prompts finished so far", run_dir, len(run.final)
         )
     target = Path(out) if out else Path(run_dir) / "export" / fmt
-    splits = read_splits(run, SPLITS if fmt == "splits" or discarded else ("kept",), only_completed)
+    prov = Provenance(run)
+    splits = read_splits(run, SPLITS if fmt == "splits" or discarded else ("kept",), only_completed, prov)
+    if table is not None:
+        table.update(prov.table)
     splits = select(splits, min_reward, best, pass_fail)
     counts = {k: len(v) for k, v in splits.items()}
     if fmt == "openai":

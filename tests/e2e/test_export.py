@@ -197,8 +197,11 @@ def test_export_command(sample: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     for job in ("a=1", "a=2"):
         (sweep / job).mkdir(parents=True)
         (sweep / job / "ledger.jsonl").write_text("")
-    assert main([str(sweep), "--to", "parquet"]) == 2
-    assert "export one job directory at a time" in capsys.readouterr().err
+    assert main([str(sweep), "--to", "parquet"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{job} parquet: {sweep / job / 'export' / 'parquet' / 'trajectories.parquet'}: 0 kept"
+        for job in ("a=1", "a=2")
+    ]
     # Pushing needs the user's token; without one the command says how to log in (nothing is uploaded).
     home = tmp_path / "hf-home"
     res = cli(

@@ -136,6 +136,7 @@ def test_shards_of_an_edited_dataset_still_merge(make_cfg, dataset, tmp_path, se
 
 
 def test_a_merged_dir_exports_and_reports(make_cfg, dataset, tmp_path, server):
+    import pyarrow.parquet as pq
     from datasets import load_from_disk
 
     from hermes_runner.commands.export import main as export_main
@@ -156,7 +157,12 @@ def test_a_merged_dir_exports_and_reports(make_cfg, dataset, tmp_path, server):
     path, counts = export(out, "splits", tmp_path / "splits")
     assert counts == {"kept": kept, "discarded": discarded}
     assert load_from_disk(str(path))["discarded"].num_rows == discarded
-    assert export_main([str(out), "--to", "parquet", "--out", str(tmp_path / "pq")]) == 0
+    assert export_main([str(out), "--to", "parquet", "--out", str(tmp_path / "pq"), "--manifest"]) == 0
+    rows = pq.read_table(tmp_path / "pq" / "trajectories.parquet").to_pylist()
+    assert rows and all(r["provenance"]["runner_version"] and r["provenance"]["sampling"] for r in rows)  # shards'
+    inputs = json.loads((tmp_path / "pq" / "export_manifest.json").read_text())["run"]["inputs"]
+    assert {f"../shards/{d.name}/ledger.jsonl" for d in dirs} <= set(inputs)  # the shards' files too
+    assert export_main(["--reproduce", str(tmp_path / "pq" / "export_manifest.json")]) == 0
     assert report_main([str(out)]) == 0
     html = (out / "report.html").read_text()
     assert html.count('"st":"discarded"') == discarded and html.count('"st":"completed"') == kept

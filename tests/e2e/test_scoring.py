@@ -4,6 +4,7 @@ min_reward, export by reward."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -165,6 +166,10 @@ def test_python_scorer_from_a_test_module_in_a_run(make_cfg, tmp_path, run_dir):
     assert run_inprocess(cfg, run_dir)[0] == 0
     (e,) = read_jsonl(run_dir / "trajectories.jsonl")
     assert e["reward"] == 0.25 and e["scores"][0]["explanation"] == "a quarter"
+    # The version of its code, for the rows' provenance: the sha256 of the file that defines it.
+    (inv,) = read_jsonl(run_dir / "invocations.jsonl")
+    source = Path(__file__).parents[1] / "unit" / "scorers" / "test_scorers.py"
+    assert inv["scorer_code"] == {"mine": hashlib.sha256(source.read_bytes()).hexdigest()}
 
 
 def test_a_judge_failure_is_a_record_and_the_trajectory_is_kept(make_cfg, tmp_path, run_dir):
