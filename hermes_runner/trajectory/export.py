@@ -449,7 +449,10 @@ def export(
         return target, counts
     if fmt == "inspect":  # the whole run: every sample, discarded and failed ones too (trajectory/inspect_log.py)
         path = target / f"{run.name}.eval"
-        return path, {"samples": write_eval(run, path)}
+        n = write_eval(run, path, prov.of)
+        if table is not None:  # (the discarded samples' hashes too)
+            table.update(prov.table)
+        return path, {"samples": n}
     sets = to_datasets(splits, run.features())
     if fmt == "parquet":
         target.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import json
 import tempfile
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
@@ -237,8 +237,9 @@ def failed_sample(run: RunData, key: str, rec: dict, detail: dict) -> dict:
     }
 
 
-def samples(run: RunData) -> Iterator[dict]:
-    """Every sample of the run, in prompt order: finished ones from their entries, failed ones from the ledger."""
+def samples(run: RunData, provenance: Callable[[dict, dict], dict] | None = None) -> Iterator[dict]:
+    """Every sample of the run, in prompt order: finished ones from their entries (with `provenance(rec, entry)`
+    when given), failed ones from the ledger."""
     finished = [k for k, r in run.final.items() if r["status"] != "failed"]
     entries = run.entries(finished)  # read one at a time, in this same order (a missing one is skipped)
     details = run.failures()
@@ -247,7 +248,8 @@ def samples(run: RunData) -> Iterator[dict]:
         if rec["status"] == "failed":
             yield failed_sample(run, key, rec, details.get(key, {}))
         elif ahead is not None and ahead[0]["key"] == key:
-            yield entry_sample(run, key, rec, ahead[1])
+            entry = ahead[1] if provenance is None else {**ahead[1], "provenance": provenance(rec, ahead[1])}
+            yield entry_sample(run, key, rec, entry)
             ahead = next(entries, None)
 
 
@@ -378,7 +380,7 @@ def _our_usage(u: dict) -> Usage:
     )
 
 
-def write_eval(run: RunData, path: Path) -> int:
+def write_eval(run: RunData, path: Path, provenance: Callable[[dict, dict], dict] | None = None) -> int:
     """Write the run's `.eval` log at `path` (atomically); return how many samples it holds.
 
     Samples go into the zip one by one (a spooled file holds it, on disk past 64 MB); the header is made from
@@ -386,18 +388,25 @@ def write_eval(run: RunData, path: Path) -> int:
     sums = []
     with tempfile.SpooledTemporaryFile(max_size=64 << 20) as buf:
         with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            for s in samples(run):
-                zf.writestr(f"samples/{s['id']}_epoch_{s['epoch']}.json", _dumps(s))
+            for s in samples(run, provenance):
+                zf.writestr(_member(f"samples/{s['id']}_epoch_{s['epoch']}.json"), _dumps(s))
                 sums.append(summary(s))
             head = header(run, sums)
             start = {"version": SCHEMA_VERSION, "eval": head["eval"], "plan": head["plan"]}
-            zf.writestr("_journal/start.json", _dumps(start))
-            zf.writestr("summaries.json", _dumps(sums))
-            zf.writestr("header.json", _dumps(head))
+            zf.writestr(_member("_journal/start.json"), _dumps(start))
+            zf.writestr(_member("summaries.json"), _dumps(sums))
+            zf.writestr(_member("header.json"), _dumps(head))
         buf.seek(0)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, iter(lambda: buf.read(1 << 20), b""))
     return len(sums)
+
+
+def _member(name: str) -> zipfile.ZipInfo:
+    """A zip member with a fixed date: the same run exports to the same bytes (`export --reproduce`)."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED
+    return info
 
 
 def _dumps(value: object) -> str:

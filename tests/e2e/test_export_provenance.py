@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -79,8 +80,19 @@ def test_every_row_of_every_format_has_provenance(run: Path, exported: Path) -> 
         "hf": list(load_from_disk(str(exported / "hf"))),
         "splits": [r for split in load_from_disk(str(exported / "splits")).values() for r in split],
         "openai": read_jsonl(exported / "openai" / "trajectories.openai.jsonl"),
+        "atif": [
+            json.loads((exported / "atif" / line["file"]).read_text())["extra"]
+            for line in read_jsonl(exported / "atif" / "index.jsonl")
+        ],
+        "inspect": [  # every sample of the run: the kept and the discarded one
+            json.loads(z.read(n))["metadata"]
+            for z in [zipfile.ZipFile(next((exported / "inspect").glob("*.eval")))]
+            for n in z.namelist()
+            if n.startswith("samples/")
+        ],
     }
-    assert {f: len(r) for f, r in rows.items()} == {"parquet": 2, "hf": 2, "splits": 3, "openai": 2}
+    counts = {"parquet": 2, "hf": 2, "splits": 3, "openai": 2, "atif": 2, "inspect": 3}
+    assert {f: len(r) for f, r in rows.items()} == counts
     for fmt in FORMATS:  # every format has its manifest (formats without a reader here included)
         manifest = json.loads((exported / fmt / MANIFEST_FILE).read_text())
         assert manifest["export"]["format"] == fmt and manifest["run"]["name"] == "prov"
