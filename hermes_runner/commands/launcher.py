@@ -110,10 +110,7 @@ class _Waiting:
     def _ended(self, i: int, state: SlurmState | None) -> Outcome | None:
         job = self.jobs[i]
         if job.paths.result_pickle.exists():
-            try:
-                return outcome_of(job.results()[0])
-            except Exception as exc:  # (the job's own error: submitit re-raises it here)
-                return Outcome("crashed", int(ExitCode.FAILED), str(exc).strip().splitlines()[-1][:500])
+            return self._returned(job, state)
         if not self.slurm:
             if not job.done():
                 return None
@@ -136,6 +133,23 @@ class _Waiting:
             return None
         status, code = SLURM_ENDINGS[base]
         return Outcome(status, int(code), f"SLURM job {job.job_id}: {state.state} (log: {job.paths.stderr})")
+
+    def _returned(self, job: Any, state: SlurmState | None) -> Outcome | None:
+        """The outcome of a job that wrote its result. A run stopped by a signal says `interrupted`: which signal
+        is SLURM's to say (scancel: cancelled, the time limit: timed_out), once the job has ended."""
+        try:
+            outcome = outcome_of(job.results()[0])
+        except Exception as exc:  # (the job's own error: submitit re-raises it here)
+            text = str(exc).strip()
+            if "not requeued because" in text:  # (submitit: timed out max_num_timeout times)
+                return Outcome("timed_out", int(ExitCode.INTERRUPTED), text.splitlines()[-1][:500])
+            return Outcome("crashed", int(ExitCode.FAILED), text.splitlines()[-1][:500])
+        if not self.slurm or outcome.code != ExitCode.INTERRUPTED or state is None:
+            return outcome
+        base = state.state.split()[0].rstrip("+")
+        if base in SLURM_ENDINGS and base != "COMPLETED":
+            return Outcome(SLURM_ENDINGS[base][0], outcome.code, f"SLURM job {job.job_id}: {state.state}")
+        return None if base in ("RUNNING", "COMPLETING") else outcome
 
     def _pending(self, i: int, state: SlurmState) -> None:
         if self.reasons.get(i) != state.reason:
