@@ -10,6 +10,8 @@ accounting has none, and submitit's own polling would warn `Bypassing sacct erro
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -152,7 +154,7 @@ class _Waiting:
         return None if base in ("RUNNING", "COMPLETING") else outcome
 
     def _pending(self, i: int, state: SlurmState) -> None:
-        if self.reasons.get(i) != state.reason:
+        if self.reasons.get(i) != state.reason and state.reason != "None":  # (None: not yet looked at)
             self.reasons[i] = state.reason
             log.warning("job %s (%s) is %s: %s", self.jobs[i].job_id, self.dirs[i], state.state.lower(), state.reason)
 
@@ -196,6 +198,24 @@ def _executor(launcher: submitit_launcher.BaseSubmititLauncher) -> Any:
 
 
 class _Launcher(submitit_launcher.BaseSubmititLauncher):
+    def __call__(self, *args: Any, **kwargs: Any) -> JobReturn:
+        """The job, on its node. SLURM's warning before the time limit (SIGUSR2, signal_delay_s ahead) stops the
+        run as SIGTERM does (it saves its progress and returns), then submitit requeues the job (it resumes; up
+        to max_num_timeout times) or ends it as timed out. (submitit's handler alone exits wherever the run is.)"""
+        requeue = signal.getsignal(signal.SIGUSR2)
+        warned: list[int] = []
+        if callable(requeue):
+
+            def on_warning(signum: int, frame: object) -> None:
+                warned.append(signum)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+            signal.signal(signal.SIGUSR2, on_warning)
+        job_return = super().__call__(*args, **kwargs)
+        if warned:
+            requeue(warned[0], None)  # (exits the job when requeued; raises when timed out too many times)
+        return job_return
+
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from hydra.core.singleton import Singleton
         from hydra.core.utils import filter_overrides

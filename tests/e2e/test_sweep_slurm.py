@@ -11,18 +11,21 @@ import pytest
 from hermes_runner.rundir.sweep import read_jobs
 
 from tests.helpers.run import LiveRunner, read_jsonl, write_jsonl
-from tests.helpers.slurm import ensure_cluster, job_env, state, sweep_argv, sweep_conf
+from tests.helpers.slurm import ensure_cluster, job_env, job_name, state, sweep_argv, sweep_conf
 
 pytestmark = pytest.mark.slurm
 PROMPTS = 6  # per job, 2 model calls each (a tool call, then the answer)
 
 
-@pytest.fixture(autouse=True)
-def cluster():
+@pytest.fixture
+def jobs_named(request):
+    """The cluster up, and a SLURM job name for the test's jobs: they are cancelled after it, also a failed one's."""
     ensure_cluster()
+    yield job_name(request.node.name)
+    subprocess.run(["scancel", "-n", job_name(request.node.name)], check=False)
 
 
-def test_cancelled_job_is_recorded_and_the_rerun_makes_only_the_missing_calls(server, tmp_path):
+def test_cancelled_job_is_recorded_and_the_rerun_makes_only_the_missing_calls(server, tmp_path, jobs_named):
     """alpha and beta run, gamma pends (Resources: the node's 2 CPUs are taken) and is reported so; beta is
     cancelled while its calls are held: the sweep exits 130, jobs.jsonl says cancelled; the rerun runs beta's
     prompts only."""
@@ -31,7 +34,7 @@ def test_cancelled_job_is_recorded_and_the_rerun_makes_only_the_missing_calls(se
         tmp_path, server.url, write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"t{i}"} for i in range(PROMPTS)]), models
     )
     sweep_dir = tmp_path / "multirun"
-    argv = sweep_argv(conf, sweep_dir, "model=alpha,beta,gamma")
+    argv = sweep_argv(conf, sweep_dir, "model=alpha,beta,gamma", name=jobs_named)
     server.hold()
     with LiveRunner(argv, env=job_env()) as run:
         run.wait_for(lambda: server.held == 4, 120, "alpha's and beta's first calls held", state=lambda: server.held)
@@ -56,3 +59,40 @@ def test_cancelled_job_is_recorded_and_the_rerun_makes_only_the_missing_calls(se
     assert Counter(r.body["model"] for r in server.requests[first:]) == {"beta": 2 * PROMPTS}
     assert {r["status"] for r in read_jobs(sweep_dir).values()} == {"done"}
     assert "sacct" not in res.stdout + res.stderr
+
+
+def test_time_limit_requeues_the_job_max_num_timeout_times_then_it_ends_timed_out(server, tmp_path, jobs_named):
+    """SLURM signals the job before its time limit (signal_delay_s); submitit requeues it once
+    (max_num_timeout=1) and it starts again, resuming; the second time it ends: timed_out in jobs.jsonl."""
+    conf = sweep_conf(tmp_path, server.url, write_jsonl(tmp_path / "d.jsonl", [{"prompt": "t0"}]), ("alpha",))
+    sweep_dir = tmp_path / "multirun"
+    limits = ("hydra.launcher.timeout_min=1", "hydra.launcher.max_num_timeout=1", "hydra.launcher.signal_delay_s=50")
+    argv = sweep_argv(conf, sweep_dir, "model=alpha", *limits, name=jobs_named)
+    server.hold()
+    try:
+        with LiveRunner(argv, env=job_env()) as run:
+            run.wait_for(lambda: server.held == 1, 120, "the job's first call held")
+            requeued = re.compile(r"job (\d+) \(\+experiment=sweep,model=alpha\) is pending: BeginTime")
+            run.wait_for(lambda: requeued.search(run.output), 120, "the job requeued, reported pending")
+            # (SLURM holds a requeued job back for a while; the test does not wait for that)
+            subprocess.run(
+                ["scontrol", "update", f"JobId={requeued.search(run.output)[1]}", "StartTime=now"], check=True
+            )
+            run.wait_for(lambda: server.held == 2, 180, "the requeued job's call held", state=lambda: server.held)
+            assert run.proc.wait(timeout=180) == 130, run.output[-3000:]
+    finally:
+        server.release()
+    ((status, code, error),) = [(r["status"], r["exit_code"], r["error"]) for r in read_jobs(sweep_dir).values()]
+    assert (status, code) == ("timed_out", 130), error
+    assert "sacct" not in run.output
+
+
+def test_a_job_no_node_could_run_is_refused_before_submitting(server, tmp_path, jobs_named):
+    """sbatch would accept `-c 64` on a 2-CPU node and leave it pending forever (PartitionConfig)."""
+    conf = sweep_conf(tmp_path, server.url, write_jsonl(tmp_path / "d.jsonl", [{"prompt": "t0"}]), ("alpha",))
+    argv = sweep_argv(conf, tmp_path / "multirun", "model=alpha", "hydra.launcher.cpus_per_task=64", name=jobs_named)
+    res = subprocess.run(argv, capture_output=True, text=True, env=job_env(), timeout=120)
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "a job asks cpus_per_task=64, mem_gb=4 but the nodes of partition debug have at most" in res.stderr
+    assert not (tmp_path / "multirun" / ".submitit").exists() and server.requests == []
+    assert subprocess.run(["squeue", "-h", "-n", jobs_named], capture_output=True, text=True).stdout == ""

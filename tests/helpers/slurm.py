@@ -44,11 +44,18 @@ def sweep_conf(tmp_path: Path, server_url: str, dataset: Path, models: tuple[str
     return conf
 
 
-def sweep_argv(conf: Path, sweep_dir: Path, *overrides: str) -> list[str]:
-    """`python run.py -m hydra/launcher=slurm ...` for a sweep of `conf`'s experiment, the response cache off."""
+def job_name(test: str) -> str:
+    """The SLURM job name of a test's sweep (`scancel -n` cancels what a failed test left)."""
+    return "hermes-test-" + test.split("[")[0].removeprefix("test_")[:40]
+
+
+def sweep_argv(conf: Path, sweep_dir: Path, *overrides: str, name: str) -> list[str]:
+    """`python run.py -m hydra/launcher=slurm ...` for a sweep of `conf`'s experiment, the response cache off,
+    its SLURM jobs named `name`."""
     return [
         sys.executable, str(ROOT / "run.py"), "-m", "hydra/launcher=slurm", f"hydra.searchpath=[file://{conf}]",
-        f"hydra.sweep.dir={sweep_dir}", "+experiment=sweep", "cache=off", *overrides,
+        f"hydra.sweep.dir={sweep_dir}", "+experiment=sweep", "cache=off", f"hydra.launcher.name={name}",
+        *overrides,
     ]  # fmt: skip
 
 
