@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -96,3 +97,28 @@ def test_a_job_no_node_could_run_is_refused_before_submitting(server, tmp_path, 
     assert "a job asks cpus_per_task=64, mem_gb=4 but the nodes of partition debug have at most" in res.stderr
     assert not (tmp_path / "multirun" / ".submitit").exists() and server.requests == []
     assert subprocess.run(["squeue", "-h", "-n", jobs_named], capture_output=True, text=True).stdout == ""
+
+
+def test_shards_of_a_slurm_sweep_merge_then_report_and_export(server, tmp_path, jobs_named):
+    """A sharded run as a SLURM sweep over shard.index (a job per shard), merged with hermes_runner.merge; the
+    merged dir reports and exports like one run."""
+    rows = [{"prompt": f"t{i}"} for i in range(5)]
+    conf = sweep_conf(tmp_path, server.url, write_jsonl(tmp_path / "d.jsonl", rows), ("alpha",))
+    sweep_dir = tmp_path / "multirun"
+    argv = sweep_argv(conf, sweep_dir, "model=alpha", "shard.count=3", "shard.index=0,1,2", name=jobs_named)
+    res = subprocess.run(argv, capture_output=True, text=True, env=job_env(), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    shards = sorted(sweep_dir / d for d in read_jobs(sweep_dir))
+    assert len(shards) == 3 and all("shard.index=" in s.name for s in shards)
+    merged, py = tmp_path / "merged", [sys.executable, "-m"]
+    for cmd in (
+        ["hermes_runner.merge", str(merged), *map(str, shards)],
+        ["hermes_runner.report", str(merged)],
+        ["hermes_runner.export", str(merged), "--to", "parquet", "--out", str(tmp_path / "pq")],
+    ):
+        out = subprocess.run(py + cmd, capture_output=True, text=True, env=job_env(), timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+    prompts = sorted(e["conversations"][1]["value"] for e in read_jsonl(merged / "trajectories.jsonl"))
+    assert prompts == sorted(r["prompt"] for r in rows)  # every prompt once
+    assert (merged / "report.html").read_text().count('"st":"completed"') == len(rows)
+    assert len(server.requests) == 2 * len(rows)
