@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -58,6 +59,10 @@ def test_cancelled_job_is_recorded_and_the_rerun_makes_only_the_missing_calls(se
     res = subprocess.run(argv, capture_output=True, text=True, env=job_env(), timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert Counter(r.body["model"] for r in server.requests[first:]) == {"beta": 2 * PROMPTS}
+    # Every call beta's endpoint saw is in its usage.jsonl and statistics, the 2 cut off by the cancel too.
+    sent = sum(r.body["model"] == "beta" for r in server.requests)
+    assert json.loads((beta / "statistics.json").read_text())["model_calls"]["started"] == sent == 2 * PROMPTS + 2
+    assert sum(json.loads(ln)["event"] == "start" for ln in (beta / "usage.jsonl").read_text().splitlines()) == sent
     assert {r["status"] for r in read_jobs(sweep_dir).values()} == {"done"}
     assert "sacct" not in res.stdout + res.stderr
 
