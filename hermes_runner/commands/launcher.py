@@ -27,7 +27,7 @@ from hermes_runner.rundir import sweep
 
 log = logging.getLogger(__name__)
 
-POLL_S = 1.0  # between two looks at the jobs (a result file, squeue)
+POLL_S = (1.0, 30.0)  # between two looks at the jobs (result files, squeue): from 1 s, growing to 30 s
 GONE_POLLS = 5  # a job SLURM no longer knows, without a result, after this many polls: lost
 # SLURM's ending states of a job that wrote no result -> (status in jobs.jsonl, exit code)
 SLURM_ENDINGS = {
@@ -57,15 +57,21 @@ class SlurmState:
     reason: str  # squeue's %r: why it pends (Resources, Priority, PartitionConfig, ...)
 
 
-def slurm_states(job_ids: Sequence[str]) -> dict[str, SlurmState]:
-    """job id (`123_0` for a task of an array) -> its state, for the jobs squeue still knows."""
+def slurm_states(job_ids: Sequence[str]) -> dict[str, SlurmState] | None:
+    """job id (`123_0` for a task of an array) -> its state, for the jobs squeue still knows; None when squeue
+    gave no answer (slurmctld busy or restarting: ask again later)."""
     arrays = sorted({j.split("_")[0] for j in job_ids})
-    res = subprocess.run(
-        ["squeue", "-h", "-r", "-t", "all", "-j", ",".join(arrays), "-o", "%i|%T|%r"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    try:
+        res = subprocess.run(
+            ["squeue", "-h", "-r", "-t", "all", "-j", ",".join(arrays), "-o", "%i|%T|%r"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if res.returncode != 0:
+        return {} if "Invalid job id" in res.stderr else None  # (every one of them forgotten)
     out = {}
     for line in res.stdout.splitlines():
         job_id, _, rest = line.strip().partition("|")
@@ -97,16 +103,20 @@ class _Waiting:
         self.reasons: dict[int, str] = {}
         self.gone: dict[int, int] = {}
 
-    def wait(self, poll_s: float = POLL_S) -> list[JobReturn]:
-        left = set(range(len(self.jobs)))
+    def wait(self) -> list[JobReturn]:
+        """Until every job has ended; squeue is asked every second at first, less often as the sweep goes on
+        (every 30 s after 10 minutes: a big cluster's controller is not to be pestered)."""
+        left, started = set(range(len(self.jobs))), time.monotonic()
         while left:
             states = slurm_states([self.jobs[i].job_id for i in left]) if self.slurm else {}
             for i in sorted(left):
-                if (outcome := self._ended(i, states.get(self.jobs[i].job_id))) is not None:
+                if states is None and not self.jobs[i].paths.result_pickle.exists():
+                    continue  # (no answer from SLURM this time)
+                if (outcome := self._ended(i, (states or {}).get(self.jobs[i].job_id))) is not None:
                     self._record(i, outcome)
                     left.discard(i)
             if left:
-                time.sleep(poll_s)
+                time.sleep(min(POLL_S[1], max(POLL_S[0], (time.monotonic() - started) / 20)))
         return [r for r in self.returns if r is not None]
 
     def _ended(self, i: int, state: SlurmState | None) -> Outcome | None:

@@ -22,7 +22,7 @@ def ensure_cluster() -> None:
 
 def state(job_id: str) -> SlurmState | None:
     """A job's (or array task's, `123_1`) state as squeue says it; None once SLURM has forgotten it."""
-    return slurm_states([job_id]).get(job_id)
+    return (slurm_states([job_id]) or {}).get(job_id)
 
 
 def sweep_conf(tmp_path: Path, server_url: str, dataset: Path, models: tuple[str, ...]) -> Path:
