@@ -105,16 +105,16 @@ def test_a_job_no_node_could_run_is_refused_before_submitting(server, tmp_path, 
 
 
 def test_shards_of_a_slurm_sweep_merge_then_report_and_export(server, tmp_path, jobs_named):
-    """A sharded run as a SLURM sweep over shard.index (a job per shard), merged with hermes_runner.merge; the
-    merged dir reports and exports like one run."""
+    """A sharded run as a SLURM sweep over shard.index (a job per shard, side by side), merged with
+    hermes_runner.merge; the merged dir reports and exports like one run."""
     rows = [{"prompt": f"t{i}"} for i in range(5)]
     conf = sweep_conf(tmp_path, server.url, write_jsonl(tmp_path / "d.jsonl", rows), ("alpha",))
     sweep_dir = tmp_path / "multirun"
-    argv = sweep_argv(conf, sweep_dir, "model=alpha", "shard.count=3", "shard.index=0,1,2", name=jobs_named)
+    argv = sweep_argv(conf, sweep_dir, "model=alpha", "shard.count=2", "shard.index=0,1", name=jobs_named)
     res = subprocess.run(argv, capture_output=True, text=True, env=job_env(), timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     shards = sorted(sweep_dir / d for d in read_jobs(sweep_dir))
-    assert len(shards) == 3 and all("shard.index=" in s.name for s in shards)
+    assert len(shards) == 2 and all("shard.index=" in s.name for s in shards)
     merged, py = tmp_path / "merged", [sys.executable, "-m"]
     for cmd in (
         ["hermes_runner.merge", str(merged), *map(str, shards)],
