@@ -5,7 +5,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     room            what is in it
     commands/       every console command and the only printing: runner (`hermes-runner`, `python run.py`: the
                     Hydra app, --help, completion), job (the Hydra job: run.execute_run, printed), score, cache,
-                    export, merge, report; one error -> exit code handler (refusal, @exits) in __init__
+                    export, merge, report; launcher (the sweep launchers of hydra/launcher=local|slurm, named
+                    in hydra_plugins/); one error -> exit code handler (refusal, @exits) in __init__
     run/            one invocation: wiring (the composition root: the parts from the config's sections),
                     invocation (prepare, drive, finalize; execute_run), record (filters + ledger record, Recorder),
                     spend, outputs (checkpoint, trajectories, statistics), plan, budget, progress,

@@ -20,7 +20,7 @@ from tests.helpers.run import base_overrides, compose_cfg
 
 # -- what the machine must provide (tests/helpers/system.py; `make test` installs it as root) --------------
 # A test marked @pytest.mark.docker / browser / bwrap, or a fixture calling require(name), fails with the
-# missing piece and how to install it; HERMES_SKIP_DOCKER=1 (..._BROWSER, ..._BWRAP) makes it skip instead.
+# missing piece and how to install it; HERMES_SKIP_DOCKER=1 (..._BROWSER, ..._BWRAP, ..._SLURM) makes it skip instead.
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,7 +72,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             lines.append(f"system: {req.name} tests skip ({req.opt_out}=1)")
         elif (msg := _missing(req.name)) is not None:
             lines.append(f"system: MISSING {req.name}, its tests will fail: {msg}")
-    return lines or ["system: bubblewrap, Chromium, Docker, Podman and the test images are all there"]
+    return lines or ["system: bubblewrap, Chromium, Docker, Podman with the test images, and SLURM are all there"]
 
 
 @pytest.fixture(scope="session")

@@ -133,6 +133,11 @@ def summary_lines(stats: dict, run_dir: Path, retry_failed: bool = True) -> list
             f" model calls: {stats['api_calls']:,} in all, {inv['retries']} retries, {inv['rate_limited']} 429s,"
             f" {inv['backoff_seconds']:.1f}s backing off"
         )
+    if lost := (stats.get("model_calls") or {}).get("unanswered"):
+        lines.append(
+            f"  {lost:,} model calls were sent and never answered (their prompts cancelled, the runner or its job"
+            " killed): in usage.jsonl, not in the counts above"
+        )
     if p["failed"]:
         again = (
             "run the same command again to retry them"

@@ -33,6 +33,7 @@ from hermes_runner.util.text import first_line
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 SCHEMA_SUFFIX = "_schema"  # ConfigStore names of the structured schemas: not choices a user picks
 JOB_STARTED = False  # set once Hydra has composed a config and handed it to a job
+SWEEP_CODES: list[int] = []  # exit codes of the sweep's jobs, as they end (the sweep exits with the worst)
 _FULL_ERROR = "HYDRA_FULL_ERROR"  # "1": Hydra raises its errors instead of printing them and exiting 1
 _USER_FULL_ERROR = os.environ.get(_FULL_ERROR) == "1"  # the user asked for full traces
 
@@ -128,9 +129,9 @@ class SweepJobs(Callback):
             code = int(job_return._return_value or 0)
         else:
             code, error = int(ExitCode.CONFIG), one_line(job_return._return_value)
-        status = ExitCode(code).name.lower() if code in ExitCode._value2member_map_ else str(code)
         overrides = list(job_return.overrides or [])
-        sweep.record_job(Path(hc.sweep.dir), str(hc.sweep.subdir), overrides, status, code, error)
+        sweep.record_job(Path(hc.sweep.dir), str(hc.sweep.subdir), overrides, sweep.status_of(code), code, error)
+        SWEEP_CODES.append(code)  # (a launcher that runs jobs elsewhere records them itself: commands/launcher)
 
 
 register_configs()
@@ -190,14 +191,14 @@ def _skip_hydra_probes() -> None:
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> int:
     global JOB_STARTED
     JOB_STARTED = True
     if not _USER_FULL_ERROR and HydraConfig.get().mode != RunMode.MULTIRUN:  # a run's own errors: Hydra's report
         os.environ.pop(_FULL_ERROR, None)  # (a sweep's reach entry(): a job that did not start exits 2)
     from hermes_runner.commands.job import run_job
 
-    run_job(cfg)
+    return run_job(cfg)  # (a sweep job's code reaches on_job_end, jobs.jsonl and the sweep's exit code)
 
 
 def entry() -> None:
@@ -262,6 +263,8 @@ def _entry(argv: list[str]) -> None:
     finally:
         if not _USER_FULL_ERROR:
             os.environ.pop(_FULL_ERROR, None)
+    if SWEEP_CODES:  # a sweep: the worst of its jobs
+        sys.exit(sweep.worst(SWEEP_CODES))
 
 
 def one_line(exc: BaseException) -> str:

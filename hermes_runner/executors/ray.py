@@ -173,7 +173,7 @@ class RayExecutor(Dispatcher, LocalExecutor):
             raise ConfigError(
                 f"executor.cpus_per_worker={self.ecfg.cpus_per_worker:g} but the Ray cluster has {cpus:g} CPUs"
             )
-        n = math.ceil(self.num_workers / self.per_actor)
+        n = self._actors()
         self.spec.pool_size, self.spec.rate_share = self.per_actor, 1.0 / n
         base = self.spec.base_url or self.spec.model.base_url
         if self.ecfg.address and any(h in base for h in ("://127.", "://localhost", "://[::1]")):
@@ -191,6 +191,18 @@ class RayExecutor(Dispatcher, LocalExecutor):
             self.slots.append(slot)
             self._probe(slot)
         await self._await_first_ready(n)
+
+    def _actors(self) -> int:
+        """ceil(num_workers / sessions_per_worker) actors, and at least one per node that can hold one (Ray
+        SPREADs them): 16 in flight at 32 per actor on two nodes are two actors of 8, one on each node."""
+        nodes = sum(
+            1
+            for node in ray.nodes()
+            if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) >= self.ecfg.cpus_per_worker
+        )
+        n = max(math.ceil(self.num_workers / self.per_actor), min(nodes, self.num_workers))
+        self.per_actor = math.ceil(self.num_workers / n)
+        return n
 
     async def _await_first_ready(self, n: int) -> None:
         started = time.monotonic()

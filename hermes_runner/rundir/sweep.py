@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from hermes_runner.config import DATA_KEYS
-from hermes_runner.errors import ConfigError
+from hermes_runner.errors import ConfigError, ExitCode
 from hermes_runner.rundir.layout import JOBS_INDEX
 from hermes_runner.rundir.store import atomic_write
 
@@ -69,6 +69,16 @@ def check_sweep(swept: Iterable[str], global_groups: Collection[str] = ("experim
             "its jobs would share one directory: sweep over data options or config groups, or run each value "
             "with a run_name of its own"
         )
+
+
+def status_of(code: int) -> str:
+    """The status of a job that ended with exit code `code`: its ExitCode's name (`done`, `endpoint_down`, ...)."""
+    return ExitCode(code).name.lower() if code in ExitCode._value2member_map_ else str(code)
+
+
+def worst(codes: Iterable[int]) -> int:
+    """A sweep's exit code: the worst of its jobs' (the highest; 0 when every job is done)."""
+    return max(codes, default=int(ExitCode.DONE))
 
 
 def record_job(

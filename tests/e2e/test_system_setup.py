@@ -53,7 +53,9 @@ def test_check_names_what_is_missing_and_how_to_install_it(tmp_path):
     assert "MISSING podman: rootful and rootless (hermes-podman) Podman services" in err
     assert "the podman command is not on PATH" in err and "scripts/ci_podman_setup.sh (Debian" in err
     assert "HERMES_SKIP_PODMAN=1 skips the tests that need it instead" in err
-    assert "the tests that need bwrap, browser, docker, podman will fail until then" in err
+    assert "MISSING slurm: a single-node SLURM cluster (munge, slurmctld, slurmd) is missing" in err
+    assert "the SLURM commands (sinfo, sbatch) are not on PATH" in err and "scripts/ci_slurm_setup.sh (Debian" in err
+    assert "the tests that need bwrap, browser, docker, podman, slurm will fail until then" in err
 
 
 def test_with_apt_the_hint_is_the_command_to_run(tmp_path):
@@ -91,7 +93,7 @@ def test_setup_script_without_apt_says_what_to_install_and_lets_the_tests_fail(t
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "installing" not in res.stdout + res.stderr
-    for name in ("bwrap", "browser", "docker", "podman"):
+    for name in ("bwrap", "browser", "docker", "podman", "slurm"):
         assert f"[setup] MISSING {name}:" in res.stderr
 
 
@@ -113,6 +115,11 @@ def test_setup_script_without_apt_says_what_to_install_and_lets_the_tests_fail(t
             "tests/e2e/test_podman_sandbox.py::test_per_row_image_and_cwd[rootful]",
             "HERMES_SKIP_PODMAN",
             "podman command is not",
+        ),
+        (
+            "tests/e2e/test_sweep_slurm.py::test_cancelled_job_is_recorded_and_the_rerun_makes_only_the_missing_calls",
+            "HERMES_SKIP_SLURM",
+            "the SLURM commands (sinfo, sbatch) are not on PATH",
         ),
     ],
 )

@@ -4,7 +4,7 @@ Standard library only: scripts/setup_system.sh runs it with the system's python3
 
     python3 tests/helpers/system.py check     print what is missing and how to install it; exit 1 if anything is
     python3 tests/helpers/system.py apt       the Debian packages that would install what is missing (one line)
-    python3 tests/helpers/system.py ready NAME   exit 0 if requirement NAME (bwrap, browser, docker, podman) is met
+    python3 tests/helpers/system.py ready NAME   exit 0 if requirement NAME (bwrap, browser, docker, podman, slurm) is met
 
 A requirement whose opt-out variable is set (HERMES_SKIP_DOCKER=1, ...) is neither installed nor
 checked: the tests that need it skip, with the reason. Otherwise they fail with the message below.
@@ -25,6 +25,7 @@ FONTS = ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/TT
 DOCKER_IMAGES = ("local/busybox:ci", "local/bookworm:ci")  # built by scripts/ci_docker_setup.sh
 DOCKER_SETUP = "scripts/ci_docker_setup.sh"
 PODMAN_SETUP = "scripts/ci_podman_setup.sh"
+SLURM_SETUP = "scripts/ci_slurm_setup.sh"
 PODMAN_USER = "hermes-podman"  # the rootless Podman's user, made by PODMAN_SETUP
 PODMAN_ROOTFUL = "/run/podman/podman.sock"
 
@@ -106,7 +107,18 @@ def _podman() -> list[Missing]:
     return out
 
 
-CHECKS = {"bwrap": _bwrap, "browser": _browser, "docker": _docker, "podman": _podman}
+def _slurm() -> list[Missing]:
+    if not (shutil.which("sinfo") and shutil.which("sbatch")):
+        return [Missing("the SLURM commands (sinfo, sbatch) are not on PATH", script=SLURM_SETUP)]
+    res = _run("sinfo", "-h", "-o", "%T")
+    states = res.stdout.split() if res is not None and res.returncode == 0 else []
+    if not any(s.rstrip("*~#!%$@^-").startswith(("idle", "mixed", "alloc", "complet")) for s in states):
+        why = (res.stderr.strip().splitlines() or ["no answer"])[-1] if res and res.returncode else " ".join(states)
+        return [Missing(f"no SLURM node takes jobs (sinfo: {why or 'no nodes'})", script=SLURM_SETUP)]
+    return []
+
+
+CHECKS = {"bwrap": _bwrap, "browser": _browser, "docker": _docker, "podman": _podman, "slurm": _slurm}
 REQUIREMENTS = (
     Requirement("bwrap", "bubblewrap (confinement of the local sandbox)", "HERMES_SKIP_BWRAP"),
     Requirement("browser", "Chromium, chromedriver and a font (browser toolset, report tests)", "HERMES_SKIP_BROWSER"),
@@ -114,6 +126,7 @@ REQUIREMENTS = (
     Requirement(
         "podman", f"rootful and rootless ({PODMAN_USER}) Podman services with the test images", "HERMES_SKIP_PODMAN"
     ),
+    Requirement("slurm", "a single-node SLURM cluster (munge, slurmctld, slurmd)", "HERMES_SKIP_SLURM"),
 )
 BY_NAME = {r.name: r for r in REQUIREMENTS}
 
@@ -143,6 +156,11 @@ def how_to_install(missing: list[Missing]) -> str:
         steps.append(
             f"{sudo}{PODMAN_SETUP} (Debian, after {DOCKER_SETUP}: installs podman, starts its rootful service and "
             f"a rootless one as the user {PODMAN_USER}, copies the test images from Docker)"
+        )
+    if SLURM_SETUP in scripts:
+        steps.append(
+            f"{sudo}{SLURM_SETUP} (Debian: installs slurm-wlm and munge, writes /etc/slurm/slurm.conf for one node"
+            " `localhost`, starts munged, slurmctld and slurmd)"
         )
     return " then ".join(steps)
 

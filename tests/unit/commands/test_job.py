@@ -52,6 +52,18 @@ def test_the_summary_adds_up_and_says_how_to_retry(tmp_path):
     assert "retry_failed=true" in lines[-1] and str(tmp_path / "failures.jsonl") in lines[-1]
 
 
+def test_the_summary_counts_calls_sent_and_never_answered(tmp_path):
+    stats = {
+        "prompts": {"ok": 1, "completed": 1, "partial": 0, "stopped": 0, "discarded": 0, "failed": 0, "pending": 3,
+                    "total": 4},
+        "discarded_by_reason": {}, "failed_by_error": {},
+        "model_calls": {"started": 6, "answered": 2, "failed": 0, "unanswered": 4},
+    }  # fmt: skip
+    assert any(ln.startswith("  4 model calls were sent and never answered") for ln in summary_lines(stats, tmp_path))
+    stats["model_calls"]["unanswered"] = 0
+    assert not any("never answered" in ln for ln in summary_lines(stats, tmp_path))
+
+
 def test_the_results_table_or_why_there_is_none():
     c = console()
     print_results(c, {"results": []})
