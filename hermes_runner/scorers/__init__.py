@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from hermes_runner.config import ModelConfig, ScorerConfig, ScorerKind
 from hermes_runner.errors import ScoreError
 from hermes_runner.scorers.base import NOT_SCORED, Job, Score, Scorer, final_answer, row_from_entry, row_of
+from hermes_runner.telemetry import Trace, genai
 from hermes_runner.util.plugins import load
 
 __all__ = [
@@ -81,11 +82,18 @@ class Scorers:
     def __bool__(self) -> bool:
         return bool(self.items)
 
-    async def score(self, job: Job) -> list[Score]:
-        """Every scorer's record; one that raises gets a record with its error (value 0, not passed)."""
+    async def score(self, job: Job, trace: Trace | None = None) -> list[Score]:
+        """Every scorer's record, each a span of `trace`; one that raises gets a record with its error (value 0,
+        not passed)."""
+        trace = trace or Trace()
         out = []
         for s in self.items:
-            out.append(await self._one(s, job))
+            with trace.span(f"evaluate {s.name}", genai.scorer(s.name, getattr(s.kind, "value", str(s.kind)))) as span:
+                score = await self._one(s, job)
+                span.set(genai.score(score.value, score.passed, score.explanation))
+                if score.error:
+                    span.fail("score_error", score.error)
+            out.append(score)
         return out
 
     @staticmethod
