@@ -86,7 +86,9 @@ async def session_runner(
         toolsets = set(drawable(spec.session.distribution)) - set(dropped)
         services = ToolServices(spec.tools, spec.model, toolsets, spec.base_url, tool_hooks, spec.tool_pool)
         stack.push_async_callback(services.aclose)
-        scorers = open_scorers(spec.scorers, spec.model, spec.base_url, tool_hooks)  # a judge: metered like a tool
+        scorers = open_scorers(
+            spec.scorers, spec.model, spec.base_url, tool_hooks, trace
+        )  # a judge: metered like a tool
         stack.push_async_callback(scorers.aclose)
         parts = unavailable, services.by_toolset, dropped, scorers, trace
         yield SessionRunner(model, backend, spec.settings, spec.session, *parts)

@@ -119,17 +119,25 @@ class Scorers:
 
 
 def open_scorers(
-    configs: Mapping[str, ScorerConfig], model: ModelConfig, main_url: str | None = None, hooks: Sequence[object] = ()
+    configs: Mapping[str, ScorerConfig],
+    model: ModelConfig,
+    main_url: str | None = None,
+    hooks: Sequence[object] = (),
+    trace: Trace | None = None,
 ) -> Scorers:
-    """Build the scorers of `configs`; a judge's model (the run's `model` by default) meters its calls with `hooks`."""
-    from hermes_runner.tools.backends.endpoints import chat_model
+    """Build the scorers of `configs`; a judge's model (the run's `model` by default) meters its calls with `hooks`,
+    each a chat span of `trace` (under its scorer's span)."""
+    from hermes_runner.tools.backends.endpoints import chat_model, model_config
 
+    trace = trace or Trace()
     built: list[Scorer] = []
     for name, sc in configs.items():
         cls = scorer_class(sc.kind)
         if sc.kind == ScorerKind.judge:
             ep = dataclasses.replace(sc.judge.endpoint, model=sc.judge.endpoint.model or model.name)
-            built.append(cls(name, sc, chat_model(ep, model, main_url, 8, hooks)))
+            mc = model_config(ep, model, main_url)
+            attrs = genai.chat_request(mc.name, mc.base_url, mc.temperature, ep.max_tokens)
+            built.append(cls(name, sc, trace.model(chat_model(ep, model, main_url, 8, hooks), attrs)))
         else:
             built.append(cls(name, sc))
     return Scorers(configs, built)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.helpers.otlp import Span, op, read_file, spans_of
+from tests.helpers.otlp import Span, descendants, op, read_file, spans_of
 from tests.helpers.run import read_jsonl, run_cli, run_inprocess, script, write_jsonl
 
 pytestmark = pytest.mark.timeout(300)
@@ -54,11 +54,12 @@ def model_turns_of(entry: dict) -> int:
     return sum(1 for t in entry["conversations"] if t["from"] == "gpt")
 
 
-def check_session(root: Span, entry: dict) -> None:
-    """Under the session: its model calls, tool calls (each with its sandbox command), the scorer (and its command),
-    in the numbers the trajectory has; the session's usage and cost the entry's."""
+def check_session(root: Span, entry: dict, scorers: tuple[str, ...] = ("tests",)) -> None:
+    """Under the session: its model calls, tool calls (each with its sandbox command), the scorers (verify's command
+    under it), in the numbers the trajectory has; the session's usage and cost the entry's (a judge's calls too)."""
     kids = Counter(op(c) or c.name for c in root.children)
-    assert kids == Counter({"chat": model_turns_of(entry), "execute_tool": tool_calls_of(entry), "evaluate tests": 1})
+    scored = {f"evaluate {s}": 1 for s in scorers}
+    assert kids == Counter({"chat": model_turns_of(entry), "execute_tool": tool_calls_of(entry), **scored})
     for tool in (c for c in root.children if op(c) == "execute_tool"):
         assert tool.attrs["gen_ai.tool.name"] == "terminal" and tool.attrs["gen_ai.tool.call.id"]
         (cmd,) = tool.children
@@ -71,7 +72,7 @@ def check_session(root: Span, entry: dict) -> None:
     assert root.attrs["gen_ai.usage.input_tokens"] == usage["prompt_tokens"]
     assert root.attrs["gen_ai.usage.output_tokens"] == usage["completion_tokens"]
     assert root.attrs["hermes.usage.cost_usd"] == pytest.approx(usage["cost_usd"])
-    chats = [c for c in root.children if op(c) == "chat"]
+    chats = [c for c in descendants(root) if op(c) == "chat"]
     assert sum(c.attrs["gen_ai.usage.input_tokens"] for c in chats) == usage["prompt_tokens"]
     assert all(c.attrs["gen_ai.request.model"] and c.kind == 3 for c in chats)  # SPAN_KIND_CLIENT
 
@@ -156,14 +157,21 @@ def receiver():
 def test_spans_to_an_otlp_http_endpoint_with_content(make_cfg, tmp_path: Path, run_dir, server, receiver, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", f"authorization=Bearer {SECRET}")
     ds = write_jsonl(tmp_path / "d.jsonl", rows()[:1])
-    cfg = make_cfg("distribution=terminal_only", "+scorer@scorers.tests=verify", f"telemetry.otlp_endpoint={receiver.url}",
-                   "telemetry.capture_content=true", dataset=ds)  # fmt: skip
+    cfg = make_cfg("distribution=terminal_only", "+scorer@scorers.tests=verify", "+scorer@scorers.quality=judge",
+                   f"telemetry.otlp_endpoint={receiver.url}", "telemetry.capture_content=true", dataset=ds)  # fmt: skip
+    cfg.scorers["quality"].judge.rubric = "#judging\n{{ prompt }}\nAnswer: {{ answer }}"  # the scripted judge answers
     code, _ = run_inprocess(cfg, run_dir)
     assert code == 0
     (entry,) = read_jsonl(run_dir / "trajectories.jsonl")
     spans = spans_of(receiver.requests)  # all there when the run returns: its exporters are flushed at the end
     (root,) = tree(spans).values()
-    check_session(root, entry)
+    check_session(root, entry, ("tests", "quality"))
+    (judge,) = (c for c in root.children if c.name == "evaluate quality")
+    (judge_call,) = judge.children  # the judge's model call, under its scorer
+    assert op(judge_call) == "chat" and judge_call.attrs["gen_ai.usage.input_tokens"] > 0
+    assert (
+        judge.attrs["gen_ai.evaluation.score.value"] == 1.0 and judge.attrs["gen_ai.evaluation.explanation"] == "fine"
+    )
     assert {h["authorization"] for h in receiver.headers} == {f"Bearer {SECRET}"}  # the SDK's env, on the wire only
     assert not any(SECRET in json.dumps(s.attrs) for s in spans)
     # capture_content: the conversation is on the spans, in the conventions' message shape.

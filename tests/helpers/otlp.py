@@ -75,5 +75,9 @@ def read_file(path: Path) -> list[Span]:
     return spans_of([parse_line(line) for line in path.read_text().splitlines() if line.strip()])
 
 
+def descendants(span: Span) -> list[Span]:
+    return [d for c in span.children for d in (c, *descendants(c))]
+
+
 def op(span: Span) -> str:
     return str(span.attrs.get("gen_ai.operation.name", ""))
