@@ -21,6 +21,7 @@ from hermes_runner.config import (
     ScorerConfig,
     TelemetryConfig,
     ToolsConfig,
+    as_container,
 )
 from hermes_runner.model.base import CallHook
 from hermes_runner.model.cache import CachedModel, endpoint_identity, open_cache
@@ -29,6 +30,7 @@ from hermes_runner.sandbox import make_backend
 from hermes_runner.scorers import open_scorers
 from hermes_runner.telemetry import genai, open_trace
 from hermes_runner.tools.backends import ToolServices, drawable
+from hermes_runner.util.redact import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +80,8 @@ async def session_runner(
         if (cache := open_cache(spec.cache)) is not None:  # in front of the meters: a hit is no call
             stack.callback(cache.close)
             model = CachedModel(model, cache, endpoint_identity(spec.model), spec.session.seed)
-        trace = open_trace(spec.telemetry, {"hermes.run_name": spec.run_name})
+        redact = Redactor.from_sources(as_container(spec)).text  # (its sections name the api_key_env)
+        trace = open_trace(spec.telemetry, {"hermes.run_name": spec.run_name}, redact)
         stack.callback(trace.shutdown)  # (last in, first out: after the sessions' parts are closed)
         url = spec.base_url or spec.model.base_url
         model = trace.model(model, genai.chat_request(spec.model.name, url, spec.model.temperature, spec.max_tokens))

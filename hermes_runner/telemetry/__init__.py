@@ -9,7 +9,7 @@ commands; the scorers' spans under the session. The parts take a `Trace`: this m
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -80,10 +80,11 @@ def check_telemetry(cfg: TelemetryConfig) -> None:
             raise ConfigError(f"telemetry.otlp_file / otlp_endpoint need {module.split('.trace')[0]}: {EXTRA}")
 
 
-def open_trace(cfg: TelemetryConfig, resource: Attrs) -> Trace:
-    """The run's spans as `cfg` asks (this process's own exporters), or the no-op `Trace` when it is off."""
+def open_trace(cfg: TelemetryConfig, resource: Attrs, redact: Callable[[str], str] = str) -> Trace:
+    """The run's spans as `cfg` asks (this process's own exporters), or the no-op `Trace` when it is off.
+    `redact` takes the secrets' values out of every text put into a span (util.redact.Redactor.text)."""
     if not cfg.enabled:
         return Trace()
     from hermes_runner.telemetry.otel import OtelTrace  # only now: a run without telemetry imports no OpenTelemetry
 
-    return OtelTrace(cfg, resource)
+    return OtelTrace(cfg, resource, redact)

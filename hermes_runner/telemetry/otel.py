@@ -7,7 +7,7 @@ exporters; the spans of one session are all made in the process that runs it, so
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -25,20 +25,22 @@ from hermes_runner.telemetry.otlp_json import OtlpJsonLinesExporter
 
 
 class OtelSpan(Span):
-    def __init__(self, span):
-        self.span = span
+    """An SDK span whose every text goes through the run's redaction (the secrets' values never reach a span)."""
+
+    def __init__(self, span, redact: Callable[[str], str]):
+        self.span, self.redact = span, redact
 
     def set(self, attrs: Attrs) -> None:
-        self.span.set_attributes(attrs)
+        self.span.set_attributes({k: self.redact(v) if isinstance(v, str) else v for k, v in attrs.items()})
 
     def fail(self, error_type: str, message: str = "") -> None:
         self.span.set_attribute(genai.ERROR_TYPE, error_type)
-        self.span.set_status(Status(StatusCode.ERROR, message[:500] or error_type))
+        self.span.set_status(Status(StatusCode.ERROR, self.redact(message[:500] or error_type)))
 
 
 class OtelTrace(Trace):
-    def __init__(self, cfg: TelemetryConfig, resource: Attrs):
-        self.capture_content = cfg.capture_content
+    def __init__(self, cfg: TelemetryConfig, resource: Attrs, redact: Callable[[str], str]):
+        self.capture_content, self.redact = cfg.capture_content, redact
         attrs = {"service.name": cfg.service_name, "service.version": __version__, "process.pid": os.getpid()}
         self.provider = TracerProvider(resource=Resource.create({**attrs, **resource}))
         if cfg.otlp_file:
@@ -50,8 +52,9 @@ class OtelTrace(Trace):
     @contextmanager
     def span(self, name: str, attrs: Attrs, client: bool = False) -> Iterator[Span]:
         kind = SpanKind.CLIENT if client else SpanKind.INTERNAL
-        with self.tracer.start_as_current_span(name, kind=kind, attributes=attrs) as raw:
-            span = OtelSpan(raw)
+        with self.tracer.start_as_current_span(name, kind=kind) as raw:
+            span = OtelSpan(raw, self.redact)
+            span.set(attrs)
             try:
                 yield span
             except BaseException as exc:  # the error's type on the span (the SDK records the exception itself)

@@ -156,8 +156,11 @@ def receiver():
 
 def test_spans_to_an_otlp_http_endpoint_with_content(make_cfg, tmp_path: Path, run_dir, server, receiver, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", f"authorization=Bearer {SECRET}")
-    ds = write_jsonl(tmp_path / "d.jsonl", rows()[:1])
-    cfg = make_cfg("distribution=terminal_only", "+scorer@scorers.tests=verify", "+scorer@scorers.quality=judge",
+    monkeypatch.setenv("HERMES_TEST_KEY", SECRET)
+    row = rows()[0]
+    row["prompt"] = row["prompt"].replace("task 0", f"task 0, with the key {SECRET} pasted in")
+    ds = write_jsonl(tmp_path / "d.jsonl", [row])
+    cfg = make_cfg("distribution=terminal_only", "model.api_key_env=HERMES_TEST_KEY", "+scorer@scorers.tests=verify", "+scorer@scorers.quality=judge",
                    f"telemetry.otlp_endpoint={receiver.url}", "telemetry.capture_content=true", dataset=ds)  # fmt: skip
     cfg.scorers["quality"].judge.rubric = "#judging\n{{ prompt }}\nAnswer: {{ answer }}"  # the scripted judge answers
     code, _ = run_inprocess(cfg, run_dir)
@@ -173,11 +176,13 @@ def test_spans_to_an_otlp_http_endpoint_with_content(make_cfg, tmp_path: Path, r
         judge.attrs["gen_ai.evaluation.score.value"] == 1.0 and judge.attrs["gen_ai.evaluation.explanation"] == "fine"
     )
     assert {h["authorization"] for h in receiver.headers} == {f"Bearer {SECRET}"}  # the SDK's env, on the wire only
-    assert not any(SECRET in json.dumps(s.attrs) for s in spans)
+    assert not any(SECRET in json.dumps(s.attrs) for s in spans)  # the key's value, even in captured content
     # capture_content: the conversation is on the spans, in the conventions' message shape.
     first = next(c for c in root.children if op(c) == "chat")
     (user,) = json.loads(first.attrs["gen_ai.input.messages"])
-    assert user["role"] == "user" and user["parts"][0]["content"].startswith("task 0")
+    assert user["role"] == "user" and user["parts"][0]["content"].startswith(
+        "task 0, with the key ${oc.env:HERMES_TEST_KEY}"
+    )
     assert "You are an autonomous agent" in first.attrs["gen_ai.system_instructions"]
     (out,) = json.loads(first.attrs["gen_ai.output.messages"])
     assert [p["name"] for p in out["parts"] if p["type"] == "tool_call"] == ["terminal", "terminal"]
