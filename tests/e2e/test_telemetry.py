@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.helpers.otlp import Span, descendants, op, read_file, spans_of
+from tests.helpers.otlp import Span, descendants, model_turns_of, op, read_file, spans_of, tool_calls_of, tree
 from tests.helpers.run import read_jsonl, run_cli, run_inprocess, script, write_jsonl
 
 pytestmark = pytest.mark.timeout(300)
@@ -34,24 +34,6 @@ def rows() -> list[dict]:
         [{"content": "at once", "reasoning": "I know it", "cost": 0.004}],
     ]
     return [{"prompt": script(*s, text=f"task {i}"), "verify": "test -d ."} for i, s in enumerate(steps)]
-
-
-def tree(spans: list[Span]) -> dict[str, Span]:
-    """The session (root) spans by conversation id (the prompt's key); every span is in its root's trace."""
-    roots = [s for s in spans if not s.parent_id]
-    assert {op(r) for r in roots} == {"invoke_agent"}
-    by_trace = Counter(s.trace_id for s in spans)
-    assert sum(by_trace[r.trace_id] for r in roots) == len(spans), "a span outside its session's trace"
-    assert len({r.trace_id for r in roots}) == len(roots), "one trace per session"
-    return {r.attrs["gen_ai.conversation.id"]: r for r in roots}
-
-
-def tool_calls_of(entry: dict) -> int:
-    return sum(t["value"].count("<tool_call>") for t in entry["conversations"] if t["from"] == "gpt")
-
-
-def model_turns_of(entry: dict) -> int:
-    return sum(1 for t in entry["conversations"] if t["from"] == "gpt")
 
 
 def check_session(root: Span, entry: dict, scorers: tuple[str, ...] = ("tests",)) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,3 +82,23 @@ def descendants(span: Span) -> list[Span]:
 
 def op(span: Span) -> str:
     return str(span.attrs.get("gen_ai.operation.name", ""))
+
+
+def tree(spans: list[Span]) -> dict[str, Span]:
+    """The session (root) spans by conversation id (the prompt's key); every span is in its root's trace."""
+    roots = [s for s in spans if not s.parent_id]
+    assert {op(r) for r in roots} == {"invoke_agent"}
+    by_trace = Counter(s.trace_id for s in spans)
+    assert sum(by_trace[r.trace_id] for r in roots) == len(spans), "a span outside its session's trace"
+    assert len({r.trace_id for r in roots}) == len(roots), "one trace per session"
+    return {r.attrs["gen_ai.conversation.id"]: r for r in roots}
+
+
+def tool_calls_of(entry: dict) -> int:
+    """The trajectory entry's tool calls: the <tool_call> blocks of its gpt turns."""
+    return sum(t["value"].count("<tool_call>") for t in entry["conversations"] if t["from"] == "gpt")
+
+
+def model_turns_of(entry: dict) -> int:
+    """The trajectory entry's model turns: its gpt turns (the steps of its ATIF export)."""
+    return sum(1 for t in entry["conversations"] if t["from"] == "gpt")
