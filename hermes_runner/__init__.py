@@ -22,6 +22,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, atif (Harbor's ATIF),
                     inspect_log (Inspect AI eval logs), export (knows no agent), provenance (every exported
                     row's), reproduce (manifests, --reproduce, --to all and sweeps)
+    telemetry/      OpenTelemetry GenAI spans of the sessions: Trace (no-op when off), genai (the attributes),
+                    otel (the SDK's provider, traced model and sandbox; imported only when on), otlp_json (the file)
     model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve
     sandbox/        where tool commands run: base Protocols, factory in __init__, one package per backend family
                     (local/: bubblewrap, docker/: containers) and podman (Docker's backend on Podman), watchdog
@@ -41,7 +43,7 @@ Where things live (one room per job; the rooms are listed from the top of the ho
 Import rule (`lint-imports` checks it, contracts in pyproject.toml): a room imports only rooms on lower lines
 of this stack, and rooms on one line do not import each other:
 
-    commands > run | report > executors > agent > scorers > tools | trajectory > model | sandbox | rundir
+    commands > run | report > executors > agent > scorers > tools | trajectory | telemetry > model | sandbox | rundir
         > dataset | usage | util > config : errors
 
 report/ and trajectory/ import no agent, model, tools or executors; tools/backends/ never imports the rest of

@@ -12,6 +12,7 @@ from enum import StrEnum
 from hermes_runner.dataset import Prompt, system_text
 from hermes_runner.errors import ModelCallError, ToolError, ToolModelError
 from hermes_runner.model.base import ChatModel, Completion
+from hermes_runner.telemetry import Trace, genai
 from hermes_runner.tools.base import Tool, ToolContext, ToolResult
 from hermes_runner.usage import Usage
 
@@ -144,9 +145,10 @@ def _count(res: SessionResult, reply: Completion) -> None:
 
 
 class Agent:
-    def __init__(self, model: ChatModel, settings: AgentSettings):
+    def __init__(self, model: ChatModel, settings: AgentSettings, trace: Trace | None = None):
         self.model = model
         self.s = settings
+        self.trace = trace or Trace()  # each tool call a span (the model's calls: the model is traced itself)
 
     def _head(self, prompt: Prompt) -> list[dict]:
         system = system_text(self.s.system_prompt, prompt)  # the run's, then the row's own (an `input` list's)
@@ -248,6 +250,17 @@ class Agent:
         return None
 
     async def _call(self, call: dict, offered: dict[str, Tool], ctx: ToolContext) -> tuple[str, ToolResult, bool]:
+        """Run one tool call as an execute_tool span (its sandbox commands below it)."""
+        attrs = genai.tool(call)
+        with self.trace.span(f"execute_tool {attrs[genai.TOOL_NAME]}", attrs) as span:
+            span.set(self.trace.content(genai.TOOL_ARGUMENTS, str(call["function"].get("arguments") or "")))
+            name, result, valid = await self._run_tool(call, offered, ctx)
+            span.set(self.trace.content(genai.TOOL_RESULT, result.content))
+            if not result.ok:
+                span.fail("tool_error" if valid else "invalid_tool_call")
+            return name, result, valid
+
+    async def _run_tool(self, call: dict, offered: dict[str, Tool], ctx: ToolContext) -> tuple[str, ToolResult, bool]:
         """Run one tool call; invalid calls get an error result back (and count as failures)."""
         name = call["function"]["name"]
         tool = offered.get(name)

@@ -28,6 +28,7 @@ from hermes_runner.model.base import ChatModel
 from hermes_runner.model.cache import CALL_SCOPE, CallScope
 from hermes_runner.sandbox.base import Sandbox, SandboxBackend
 from hermes_runner.scorers import Job, Scorers, reward_of, row_of
+from hermes_runner.telemetry import Span, Trace, genai
 from hermes_runner.tools import distributions
 from hermes_runner.tools.base import ToolContext
 from hermes_runner.tools.catalog import stats_names, tools_for
@@ -98,9 +99,11 @@ class SessionRunner:
         services: dict | None = None,
         unavailable_toolsets: Collection[str] = (),
         scorers: Scorers | None = None,
+        trace: Trace | None = None,
     ):
         self.spec, self.system_prompt = spec, settings.system_prompt
-        self.agent = Agent(model, settings)
+        self.trace = trace or Trace()
+        self.agent = Agent(model, settings, self.trace)
         self.backend = backend
         self.unavailable = unavailable_images or {}
         self.services = services or {}
@@ -109,6 +112,14 @@ class SessionRunner:
         self.fill = stats_names(set(spec.distribution.toolsets) - self.unavailable_toolsets)  # tool_stats keys
 
     async def __call__(self, prompt: Prompt) -> Outcome:
+        """Run the prompt, its session one trace (telemetry: an invoke_agent span, its calls below)."""
+        attrs = genai.session(prompt.key, prompt.index, prompt.sample, self.spec.model_name)
+        with self.trace.span(f"invoke_agent {genai.AGENT}", attrs) as span:
+            outcome = await self._attempts(prompt)
+            _traced(span, outcome)
+            return outcome
+
+    async def _attempts(self, prompt: Prompt) -> Outcome:
         """Run the prompt, again after a back-off while it fails in a way `retry.on` names (up to
         `retry.max_attempts`); the failures before the last outcome ride on it (`earlier_failures`)."""
         retry = self.spec.retry
@@ -164,7 +175,7 @@ class SessionRunner:
         image = prompt.image or box.image
         if image and image in self.unavailable:
             raise ImageUnavailable(f"image {image!r} is not available: {self.unavailable[image]}")
-        sandbox = await self.backend.create(prompt)
+        sandbox = self.trace.sandbox(await self.backend.create(prompt))
         ctx = ToolContext(
             sandbox,
             command_timeout_s=box.command_timeout_s,
@@ -190,7 +201,7 @@ class SessionRunner:
 
     async def _score(self, res: SessionResult, sandbox: Sandbox) -> None:
         """Every scorer's record (the primary's first) and the reward; the judge's spend goes to res.usage."""
-        scores = await self.scorers.score(Job(res.entry, row_of(res.prompt), sandbox, res.usage))
+        scores = await self.scorers.score(Job(res.entry, row_of(res.prompt), sandbox, res.usage), self.trace)
         res.scores = res.entry["scores"] = self.scorers.ordered(scores)
         res.reward = reward_of(res.scores, self.scorers.primary)
         res.entry["reward"] = float(res.reward)
@@ -212,6 +223,19 @@ class SessionRunner:
             timeline=res.timeline,
             error_class=error_class(err),
         )
+
+
+def _traced(span: Span, outcome: Outcome) -> None:
+    """The session span's end: the prompt's usage and cost (all its attempts), how it ended."""
+    span.set({**genai.usage(outcome.usage), "hermes.api_calls": outcome.api_calls, "hermes.retries": outcome.retries,
+              "hermes.cache_hits": outcome.cache_hits, "hermes.attempts": len(outcome.earlier_failures) + 1})  # fmt: skip
+    if isinstance(outcome, Failure):
+        span.fail(outcome.error_type, outcome.error)
+        return
+    span.set({"hermes.stop_reason": str(outcome.stop_reason), "hermes.tool_calls": len(outcome.tool_calls),
+              "hermes.reward": float(outcome.reward)})  # fmt: skip
+    if outcome.model:
+        span.set({genai.RESPONSE_MODEL: outcome.model})
 
 
 async def _close_task(ctx: ToolContext, sandbox) -> None:

@@ -13,13 +13,24 @@ from dataclasses import dataclass, field
 
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import SessionRunner, SessionSpec
-from hermes_runner.config import CacheConfig, ModelConfig, ProviderConfig, ReasoningConfig, ScorerConfig, ToolsConfig
+from hermes_runner.config import (
+    CacheConfig,
+    ModelConfig,
+    ProviderConfig,
+    ReasoningConfig,
+    ScorerConfig,
+    TelemetryConfig,
+    ToolsConfig,
+    as_container,
+)
 from hermes_runner.model.base import CallHook
 from hermes_runner.model.cache import CachedModel, endpoint_identity, open_cache
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.sandbox import make_backend
 from hermes_runner.scorers import open_scorers
+from hermes_runner.telemetry import genai, open_trace
 from hermes_runner.tools.backends import ToolServices, drawable
+from hermes_runner.util.redact import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +56,7 @@ class WorkerSpec:
     pool_size: int = 4  # HTTP connections of this process's model client
     toolsets_dropped: dict[str, str] = field(default_factory=dict)  # toolset -> missing backend: never offered
     rate_share: float = 1.0  # this process's share of model.rate_limit (1/actors on Ray)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)  # otlp_file: an absolute path
 
 
 @asynccontextmanager
@@ -68,11 +80,18 @@ async def session_runner(
         if (cache := open_cache(spec.cache)) is not None:  # in front of the meters: a hit is no call
             stack.callback(cache.close)
             model = CachedModel(model, cache, endpoint_identity(spec.model), spec.session.seed)
+        redact = Redactor.from_sources(as_container(spec)).text  # (its sections name the api_key_env)
+        trace = open_trace(spec.telemetry, {"hermes.run_name": spec.run_name}, redact)
+        stack.callback(trace.shutdown)  # (last in, first out: after the sessions' parts are closed)
+        url = spec.base_url or spec.model.base_url
+        model = trace.model(model, genai.chat_request(spec.model.name, url, spec.model.temperature, spec.max_tokens))
         dropped = spec.toolsets_dropped
         toolsets = set(drawable(spec.session.distribution)) - set(dropped)
         services = ToolServices(spec.tools, spec.model, toolsets, spec.base_url, tool_hooks, spec.tool_pool)
         stack.push_async_callback(services.aclose)
-        scorers = open_scorers(spec.scorers, spec.model, spec.base_url, tool_hooks)  # a judge: metered like a tool
+        scorers = open_scorers(
+            spec.scorers, spec.model, spec.base_url, tool_hooks, trace
+        )  # a judge: metered like a tool
         stack.push_async_callback(scorers.aclose)
-        parts = unavailable, services.by_toolset, dropped, scorers
+        parts = unavailable, services.by_toolset, dropped, scorers, trace
         yield SessionRunner(model, backend, spec.settings, spec.session, *parts)

@@ -13,6 +13,7 @@ from hermes_runner.config.execution import *  # noqa: F403
 from hermes_runner.config.model import *  # noqa: F403
 from hermes_runner.config.sandbox import *  # noqa: F403
 from hermes_runner.config.scorers import *  # noqa: F403
+from hermes_runner.config.telemetry import *  # noqa: F403
 from hermes_runner.config.tools import *  # noqa: F403
 
 # The options that define a run's data, the one list of them: a resumed run must not change them silently

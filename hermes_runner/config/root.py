@@ -13,6 +13,7 @@ from hermes_runner.config.execution import CacheConfig, ExecutorConfig, LimitsCo
 from hermes_runner.config.model import ModelConfig, ProviderConfig, ReasoningConfig
 from hermes_runner.config.sandbox import SandboxConfig
 from hermes_runner.config.scorers import ScorerConfig, scorer_set_problems
+from hermes_runner.config.telemetry import TelemetryConfig
 from hermes_runner.config.tools import DistributionConfig, ToolsConfig
 
 
@@ -34,6 +35,7 @@ class RunConfig:
     scorers: dict[str, ScorerConfig] = field(default_factory=dict)
     retry: RetryConfig = field(default_factory=RetryConfig)  # in-run retries of failed prompts
     cache: CacheConfig = field(default_factory=CacheConfig)  # replayed model replies (conf/cache/: cache=off ...)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)  # OpenTelemetry spans (docs/telemetry.md)
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)  # how the rows are read and mapped
 

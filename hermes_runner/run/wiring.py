@@ -3,6 +3,7 @@ the worker spec the sessions are built from, the meters, the executor); each par
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -12,12 +13,14 @@ from hermes_runner.agent.session import SessionSpec
 from hermes_runner.agent.worker import WorkerSpec
 from hermes_runner.config import DatasetFormat
 from hermes_runner.config.root import RunConfig
+from hermes_runner.config.telemetry import TelemetryConfig
 from hermes_runner.dataset import check_source, detect_format, load_prefill
 from hermes_runner.executors import Executor, Work, open_executor
 from hermes_runner.model.ratelimit import EndpointLimiter
 from hermes_runner.model.serve import check_model
 from hermes_runner.run.budget import RunBudget
 from hermes_runner.run.progress import RunProgress
+from hermes_runner.telemetry import check_telemetry
 from hermes_runner.tools import backends as tool_services
 from hermes_runner.tools import distributions
 from hermes_runner.tools.catalog import toolset_names
@@ -32,6 +35,7 @@ def check_inputs(cfg: RunConfig) -> tuple[list[dict], dict[str, str]]:
         check_source(cfg.dataset_file)
     check_model(cfg.model)  # conflicting model options stop here; a served file names the model
     distributions.validate(cfg.distribution, toolset_names())
+    check_telemetry(cfg.telemetry)
     return prefill, tool_services.check_toolsets(cfg.tools, cfg.model, cfg.distribution)
 
 
@@ -53,8 +57,14 @@ def worker_spec(
     return WorkerSpec(
         session_spec(cfg), settings, cfg.model, cfg.run_name, str(run_dir), cfg.provider, cfg.reasoning,
         cfg.tools, cfg.cache, cfg.scorers, cfg.max_tokens, max(4, cfg.num_workers), base_url, dict(images),
-        cfg.num_workers, dict(dropped),
+        cfg.num_workers, dict(dropped), telemetry=telemetry(cfg.telemetry),
     )  # fmt: skip
+
+
+def telemetry(section: TelemetryConfig) -> TelemetryConfig:
+    """The section as the workers take it: the file's path absolute (a worker may start elsewhere)."""
+    path = section.otlp_file and str(Path(section.otlp_file).expanduser().absolute())
+    return dataclasses.replace(section, otlp_file=path or None)
 
 
 def meters(

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from hermes_runner.config import ModelConfig, ScorerConfig, ScorerKind
 from hermes_runner.errors import ScoreError
 from hermes_runner.scorers.base import NOT_SCORED, Job, Score, Scorer, final_answer, row_from_entry, row_of
+from hermes_runner.telemetry import Trace, genai
 from hermes_runner.util.plugins import load
 
 __all__ = [
@@ -91,11 +92,18 @@ class Scorers:
     def __bool__(self) -> bool:
         return bool(self.items)
 
-    async def score(self, job: Job) -> list[Score]:
-        """Every scorer's record; one that raises gets a record with its error (value 0, not passed)."""
+    async def score(self, job: Job, trace: Trace | None = None) -> list[Score]:
+        """Every scorer's record, each a span of `trace`; one that raises gets a record with its error (value 0,
+        not passed)."""
+        trace = trace or Trace()
         out = []
         for s in self.items:
-            out.append(await self._one(s, job))
+            with trace.span(f"evaluate {s.name}", genai.scorer(s.name, getattr(s.kind, "value", str(s.kind)))) as span:
+                score = await self._one(s, job)
+                span.set(genai.score(score.value, score.passed, score.explanation))
+                if score.error:
+                    span.fail("score_error", score.error)
+            out.append(score)
         return out
 
     @staticmethod
@@ -121,17 +129,25 @@ class Scorers:
 
 
 def open_scorers(
-    configs: Mapping[str, ScorerConfig], model: ModelConfig, main_url: str | None = None, hooks: Sequence[object] = ()
+    configs: Mapping[str, ScorerConfig],
+    model: ModelConfig,
+    main_url: str | None = None,
+    hooks: Sequence[object] = (),
+    trace: Trace | None = None,
 ) -> Scorers:
-    """Build the scorers of `configs`; a judge's model (the run's `model` by default) meters its calls with `hooks`."""
-    from hermes_runner.tools.backends.endpoints import chat_model
+    """Build the scorers of `configs`; a judge's model (the run's `model` by default) meters its calls with `hooks`,
+    each a chat span of `trace` (under its scorer's span)."""
+    from hermes_runner.tools.backends.endpoints import chat_model, model_config
 
+    trace = trace or Trace()
     built: list[Scorer] = []
     for name, sc in configs.items():
         cls = scorer_class(sc.kind)
         if sc.kind == ScorerKind.judge:
             ep = dataclasses.replace(sc.judge.endpoint, model=sc.judge.endpoint.model or model.name)
-            built.append(cls(name, sc, chat_model(ep, model, main_url, 8, hooks)))
+            mc = model_config(ep, model, main_url)
+            attrs = genai.chat_request(mc.name, mc.base_url, mc.temperature, ep.max_tokens)
+            built.append(cls(name, sc, trace.model(chat_model(ep, model, main_url, 8, hooks), attrs)))
         else:
             built.append(cls(name, sc))
     return Scorers(configs, built)

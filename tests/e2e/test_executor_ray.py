@@ -18,6 +18,7 @@ from hermes_runner.config import ExecutorConfig
 from hermes_runner.executors.ray import _init_ray
 
 from tests.helpers.crash import assert_each_prompt_once, sleepy
+from tests.helpers.otlp import model_turns_of, op, read_file, tool_calls_of, tree
 from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
 from tests.helpers.wait import exited, wait_for
 
@@ -183,3 +184,18 @@ def test_ctrl_c_cancels_remote_sessions_and_resume_finishes(server, tmp_path, si
     assert code == 0
     assert len(server.requests) == 2 * n
     assert_each_prompt_once(run_dir, n)
+
+
+def test_actors_append_their_sessions_spans_to_one_file(make_cfg, tmp_path, run_dir, server):
+    """telemetry.otlp_file on Ray: each actor has its own exporter appending to the file; one whole trace a prompt
+    (which actors run the prompts is Ray's business: tests/e2e/test_telemetry.py has two writers for sure)."""
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"quick {i}"} for i in range(4)])
+    out = tmp_path / "spans.jsonl"
+    cfg = make_cfg(*RAY, "num_workers=4", "executor.sessions_per_worker=2", f"telemetry.otlp_file={out}", dataset=ds)
+    code, stats = run_inprocess(cfg, run_dir)
+    assert code == 0 and stats["prompts"]["ok"] == 4
+    roots = tree(read_file(out))
+    assert len(roots) == 4 and os.getpid() not in {r.resource["process.pid"] for r in roots.values()}  # actors wrote
+    for e in read_jsonl(run_dir / "trajectories.jsonl"):
+        kids = Counter(op(c) for c in roots[e["metadata"]["prompt_key"]].children)
+        assert kids == Counter({"chat": model_turns_of(e), "execute_tool": tool_calls_of(e)}) and kids["chat"] == 2
