@@ -45,6 +45,7 @@ class WorkerSpec:
     pool_size: int = 4  # HTTP connections of this process's model client
     toolsets_dropped: dict[str, str] = field(default_factory=dict)  # toolset -> missing backend: never offered
     rate_share: float = 1.0  # this process's share of model.rate_limit (1/actors on Ray)
+    tokens: bool = False  # output.tokens: ask the endpoint for token ids and logprobs
 
 
 @asynccontextmanager
@@ -62,8 +63,9 @@ async def session_runner(
         for image, reason in unavailable.items():
             log.error("image %s unavailable (%d prompts will fail): %s", image, spec.images.get(image, 0), reason)
         model = OpenAIChatModel(
-            spec.model, spec.provider, spec.reasoning, spec.max_tokens, spec.pool_size, spec.base_url, hooks
-        )
+            spec.model, spec.provider, spec.reasoning, spec.max_tokens, spec.pool_size, spec.base_url, hooks,
+            tokens=spec.tokens,
+        )  # fmt: skip
         stack.push_async_callback(model.aclose)
         if (cache := open_cache(spec.cache)) is not None:  # in front of the meters: a hit is no call
             stack.callback(cache.close)

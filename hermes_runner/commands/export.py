@@ -46,13 +46,20 @@ def main(argv: list[str] | None = None) -> int:
         help="openai format: tool-call arguments as JSON objects, as chat templates take them (default), "
         "or as JSON text, as the OpenAI API carries them",
     )
+    ap.add_argument(
+        "--drift",
+        choices=("mask", "drop"),
+        default="mask",
+        help="tokens format: a row whose turns drift keeps its tokens with the drifting turns masked (default), "
+        "or is left out",
+    )
     ap.add_argument("--push-to-hub", metavar="REPO", help="also upload to this Hugging Face dataset repo")
     ap.add_argument("--private", action="store_true", help="create the Hub repo as private")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     path, counts = exporting.export(
         args.run_dir, args.to, args.out, args.reasoning, args.min_reward, args.best_of_k, args.pass_fail,
-        args.only_completed, args.arguments,
+        args.only_completed, args.arguments, args.drift,
     )  # fmt: skip
     print(f"{path}: " + ", ".join(f"{n} {split}" for split, n in counts.items()))
     if args.push_to_hub:

@@ -53,7 +53,7 @@ def worker_spec(
     return WorkerSpec(
         session_spec(cfg), settings, cfg.model, cfg.run_name, str(run_dir), cfg.provider, cfg.reasoning,
         cfg.tools, cfg.cache, cfg.scorers, cfg.max_tokens, max(4, cfg.num_workers), base_url, dict(images),
-        cfg.num_workers, dict(dropped),
+        cfg.num_workers, dict(dropped), tokens=cfg.output.tokens,
     )  # fmt: skip
 
 

@@ -4,6 +4,7 @@
     python -m hermes_runner.export outputs/my_run --to hf        # datasets.load_from_disk() dataset (kept)
     python -m hermes_runner.export outputs/my_run --to openai    # messages + tool_calls + tools JSONL (kept), TRL
     python -m hermes_runner.export outputs/my_run --to splits    # kept and discarded splits (DatasetDict)
+    python -m hermes_runner.export outputs/my_run --to tokens    # token ids + loss masks JSONL (output.tokens)
     python -m hermes_runner.export outputs/my_run --to splits --pass-fail   # kept rows split into pass / fail
     ... --min-reward 1.0 [--best-of-k]                           # only kept rows with reward >= 1.0 (best sample per row)
     ... --only-completed                                          # only trajectories that ended with an answer
@@ -33,13 +34,14 @@ from hermes_runner.trajectory import entry as entries
 from hermes_runner.trajectory.entry import _list, _value, best_of_k, score_record
 from hermes_runner.trajectory.hermes import call_dict, clean_calls, parsed_args
 from hermes_runner.trajectory.openai import to_openai
+from hermes_runner.trajectory.tokens import DriftPolicy, token_rows
 
 if TYPE_CHECKING:
     import datasets
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("parquet", "hf", "openai", "splits")
+FORMATS = ("parquet", "hf", "openai", "splits", "tokens")
 SPLITS = ("kept", "discarded")
 ARGUMENTS = ("object", "string")  # openai export: tool-call arguments as JSON objects or as JSON text
 USAGE_KEYS = {
@@ -310,6 +312,21 @@ def write_openai(entries: list[dict], path: Path, reasoning: str, arguments: str
     return len(entries)
 
 
+def write_token_rows(run: RunData, kept: list[dict], path: Path, drift: str) -> tuple[Path, dict]:
+    """The kept rows' token ids with loss masks (trajectory/tokens.py); a run without token ids is refused."""
+    try:
+        policy = DriftPolicy(drift)
+    except ValueError:
+        raise ExportError(f"unknown drift policy {drift!r}; choose one of mask, drop") from None
+    sidecar = run.tokens()
+    if not sidecar:
+        raise ExportError(f"{run.dir} holds no token ids: run it with output.tokens=true (docs/training.md)")
+    rows, counts = token_rows(kept, sidecar, policy)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, (dumps_line(r) for r in rows))
+    return path, counts
+
+
 # -- the command -------------------------------------------------------------------------------
 
 
@@ -323,6 +340,7 @@ def export(
     pass_fail: bool = False,
     only_completed: bool = False,
     arguments: str = "object",
+    drift: str = "mask",
 ) -> tuple[Path, dict]:
     """Write the export; return (where, rows per split)."""
     if pass_fail and fmt != "splits":
@@ -349,6 +367,8 @@ def export(
         path = target / "trajectories.openai.jsonl"
         write_openai(splits["kept"], path, reasoning, arguments)
         return path, counts
+    if fmt == "tokens":
+        return write_token_rows(run, splits["kept"], target / "trajectories.tokens.jsonl", drift)
     sets = to_datasets(splits, run.features())
     if fmt == "parquet":
         target.mkdir(parents=True, exist_ok=True)
