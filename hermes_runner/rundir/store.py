@@ -433,8 +433,9 @@ class RunStore(LedgerReader):
             self._log(TIMELINE).append(line)
 
     def write_tokens(self, record: dict) -> None:
-        """Append one prompt attempt's token ids to the tokens/ sidecar (written before its ledger record)."""
-        line = dumps_line(record)
+        """Append one prompt attempt's token ids to the tokens/ sidecar (written before its ledger record); orjson:
+        thousands of ids a call, and no text whose encoding matters."""
+        line = fastjson.dumps(record) + b"\n"
         with self._lock:
             if TOKENS not in self._logs:
                 (self.dir / TOKENS).parent.mkdir(exist_ok=True)
