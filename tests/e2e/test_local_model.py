@@ -292,6 +292,9 @@ def test_output_tokens_keeps_the_ids_llama_cpp_sampled(local_model, tmp_path):
             sampled = vocab.detokenize(t["completion_ids"], special=True).decode()
             for call in text_calls(text):  # the call the trajectory shows is the one these tokens wrote
                 assert f'"name": "{call["name"]}"' in sampled.replace('"name":"', '"name": "')
+            if not text_calls(text):  # a text turn: the ids are exactly the tokens of the text it shows
+                shown = re.sub(r"^<think>.*?</think>", "", text, flags=re.S)  # (the hermes layout's reasoning block)
+                assert sampled.removesuffix("<|im_end|>").strip() == shown.strip()
             if t["finish"] != "length":
                 assert sampled.endswith("<|im_end|>")  # the stop token is among the sampled ids
     out = tmp_path / "export"
