@@ -18,7 +18,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
                     judge, python; open_scorers
     tools/          base (Tool, ToolContext, @tool), catalog (the toolsets), one module per toolset,
                     distributions, image_io; backends/ the services tools need (fetch, browser, search, ...)
-    trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
+    trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent),
+                    tokens (output.tokens: the prefix-consistency check, the rows with loss masks)
     model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve
     sandbox/        where tool commands run: base Protocols, factory in __init__, one package per backend family
                     (local/: bubblewrap, docker/: containers) and podman (Docker's backend on Podman), watchdog
