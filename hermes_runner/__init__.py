@@ -21,7 +21,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
                     distributions, image_io; backends/ the services tools need (fetch, browser, search, ...)
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, atif (Harbor's ATIF),
                     inspect_log (Inspect AI eval logs), export (knows no agent), provenance (every exported
-                    row's), reproduce (manifests, --reproduce, --to all and sweeps)
+                    row's), reproduce (manifests, --reproduce, --to all and sweeps), tokens (output.tokens: the
+                    prefix-consistency check, the rows with loss masks)
     telemetry/      OpenTelemetry GenAI spans of the sessions: Trace (no-op when off), genai (the attributes),
                     otel (the SDK's provider, traced model and sandbox; imported only when on), otlp_json (the file)
     model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve

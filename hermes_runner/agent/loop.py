@@ -85,6 +85,10 @@ class SessionResult:
     # t: seconds from the prompt's start.
     timeline: list[dict] = field(default_factory=list)
     earlier_failures: list = field(default_factory=list)  # failed in-run attempts before this one (session.Failure)
+    # output.tokens: per assistant turn whose reply carried token ids, {turn (its ordinal among the history's
+    # assistant messages), finish,
+    # prompt_ids, completion_ids, logprobs} (the run's tokens/ sidecar, rundir/tokens.py)
+    tokens: list[dict] = field(default_factory=list)
 
     @property
     def completed(self) -> bool:
@@ -131,6 +135,13 @@ class _Clock:
         self.res.timeline.append(call)
 
 
+def _keep_tokens(res: SessionResult, reply: Completion) -> None:
+    """The reply's token ids, for the assistant turn just appended to the history (output.tokens)."""
+    if reply.tokens is not None:
+        turn = sum(m["role"] == "assistant" for m in res.history) - 1
+        res.tokens.append({"turn": turn, "finish": reply.finish_reason, **reply.tokens.as_dict()})
+
+
 def _count(res: SessionResult, reply: Completion) -> None:
     """What one answered call adds to the session: the call, its retries and usage, the model that answered
     (a reply replayed from the cache: a hit and its saved usage)."""
@@ -173,6 +184,7 @@ class Agent:
                 _count(res, reply)
                 msg = reply.message
                 res.history.append(msg)
+                _keep_tokens(res, reply)
                 if reply.finish_reason == "length":
                     res.stop_reason = StopReason.length
                     break
@@ -235,6 +247,7 @@ class Agent:
                 msg = {k: v for k, v in reply.message.items() if k != "tool_calls"}
                 if (msg.get("content") or "").strip():
                     res.history.append(msg)
+                    _keep_tokens(res, reply)
                     return
         while res.history and res.history[-1]["role"] == "tool":
             res.history.pop()

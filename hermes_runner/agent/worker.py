@@ -57,6 +57,7 @@ class WorkerSpec:
     toolsets_dropped: dict[str, str] = field(default_factory=dict)  # toolset -> missing backend: never offered
     rate_share: float = 1.0  # this process's share of model.rate_limit (1/actors on Ray)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)  # otlp_file: an absolute path
+    tokens: bool = False  # output.tokens: ask the endpoint for token ids and logprobs
 
 
 @asynccontextmanager
@@ -74,8 +75,9 @@ async def session_runner(
         for image, reason in unavailable.items():
             log.error("image %s unavailable (%d prompts will fail): %s", image, spec.images.get(image, 0), reason)
         model = OpenAIChatModel(
-            spec.model, spec.provider, spec.reasoning, spec.max_tokens, spec.pool_size, spec.base_url, hooks
-        )
+            spec.model, spec.provider, spec.reasoning, spec.max_tokens, spec.pool_size, spec.base_url, hooks,
+            tokens=spec.tokens,
+        )  # fmt: skip
         stack.push_async_callback(model.aclose)
         if (cache := open_cache(spec.cache)) is not None:  # in front of the meters: a hit is no call
             stack.callback(cache.close)

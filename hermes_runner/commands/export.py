@@ -67,6 +67,13 @@ def parser() -> argparse.ArgumentParser:
         "or as JSON text, as the OpenAI API carries them",
     )
     ap.add_argument("--discarded", action="store_true", help="atif format: the discarded trajectories too")
+    ap.add_argument(
+        "--drift",
+        choices=("mask", "drop"),
+        default="mask",
+        help="tokens format: a row whose turns drift keeps its tokens with the drifting turns masked (default), "
+        "or is left out",
+    )
     ap.add_argument("--push-to-hub", metavar="REPO", help="also upload to this Hugging Face dataset repo")
     ap.add_argument("--private", action="store_true", help="create the Hub repo as private")
     return ap
@@ -86,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     options = {
         "reasoning": args.reasoning, "min_reward": args.min_reward, "best": args.best_of_k,
         "pass_fail": args.pass_fail, "only_completed": args.only_completed, "arguments": args.arguments,
-        "discarded": args.discarded,
+        "discarded": args.discarded, "drift": args.drift,
     }  # fmt: skip
     if args.pass_fail and args.to not in ("splits", reproducing.ALL):
         ap.error("--pass-fail makes splits: use it with --to splits (or all)")

@@ -185,7 +185,8 @@ def _pm(value: float | None, err: float | None) -> str:
 
 
 def print_results(console: Console, stats: dict) -> None:
-    """The results table (results_table=true, as +experiment=evaluation sets): a row per model and scorer."""
+    """The results table (results_table=true, as +experiment=evaluation sets): a row per model and scorer; with
+    k > 1 samples per row, a second table gives pass@j and pass^j for every j <= k."""
     from rich.table import Table
 
     results = stats.get("results")
@@ -194,7 +195,7 @@ def print_results(console: Console, stats: dict) -> None:
         return
     k = results[0]["k"]
     table = Table(title="Results (± standard error across rows)")
-    for col in ("model", "scorer", "n", "pass@1", f"pass@{k}", "tokens", "cost"):
+    for col in ("model", "scorer", "n", "pass@1", f"pass@{k}", f"pass^{k}", "tokens", "cost"):
         table.add_column(col, justify="left" if col in ("model", "scorer") else "right")
     for r in results:
         table.add_row(
@@ -203,10 +204,27 @@ def print_results(console: Console, stats: dict) -> None:
             str(r["n"]),
             _pm(r["pass_at_1"], r["pass_at_1_se"]),
             _pm(r["pass_at_k"], r["pass_at_k_se"]),
+            _pm(r.get("pass_hat_k"), r.get("pass_hat_k_se")),  # (a statistics.json of an older runner has none)
             f"{r['tokens']:,}",
             f"${r['cost_usd']:.4f}",
         )
     console.print(table)
+    if k > 1 and all(r.get("by_k") for r in results):
+        console.print(_by_k_table(results))
+
+
+def _by_k_table(results: list[dict]):
+    """pass@j and pass^j for every j <= k: a row per model, scorer and j."""
+    from rich.table import Table
+
+    table = Table(title="pass@k (some of k samples passes) and pass^k (all k pass), for every k")
+    for col in ("model", "scorer", "k", "rows", "pass@k", "pass^k"):
+        table.add_column(col, justify="left" if col in ("model", "scorer") else "right")
+    for r in results:
+        for e in r["by_k"]:
+            pass_at, pass_hat = _pm(e["pass_at_k"], e["pass_at_k_se"]), _pm(e["pass_hat_k"], e["pass_hat_k_se"])
+            table.add_row(r["model"], r["scorer"], str(e["k"]), str(e["rows"]), pass_at, pass_hat)
+    return table
 
 
 def run_job(dcfg: DictConfig) -> int:

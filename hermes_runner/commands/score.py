@@ -7,6 +7,7 @@ import logging
 
 from hermes_runner.commands import exits
 from hermes_runner.errors import ExitCode
+from hermes_runner.report.page import write_report_quietly
 from hermes_runner.run import rescore as rescoring
 
 
@@ -27,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     out = rescoring.rescore(args.run_dir, args.overrides, args.force, max(1, args.concurrency))
     print(f"{args.run_dir}: {out['scored']} scored, {out['skipped']} already scored, {out['errors']} scorer errors")
+    if (report := write_report_quietly(args.run_dir)) is not None:  # the page shows the new scores too
+        print(f"Report: {report}")
     if out["stopped_by_budget"]:
         print(f"stopped by the budget: {out['stopped_by_budget']}")
         return int(ExitCode.BUDGET)

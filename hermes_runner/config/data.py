@@ -80,3 +80,8 @@ class OutputConfig:
     # tools, so that it ends on an assistant turn (the original runner's summary call); off: those
     # tool results are trimmed instead. Either way the row keeps its stop_reason.
     final_summary: bool = True
+    # Keep every assistant turn's exact prompt and completion token ids and per-token logprobs, as the endpoint
+    # returns them (vLLM's return_token_ids and logprobs; SGLang; the embedded llama.cpp server), in the
+    # run's tokens/ sidecar (not in the trajectory files), checked for prefix consistency across turns;
+    # `hermes-export --format tokens` writes them with loss masks (docs/training.md). Needs model.stream=false.
+    tokens: bool = False

@@ -83,6 +83,8 @@ class RunConfig:
             found.append(
                 "filters.min_reward needs a scorer (scorers is empty: add one, e.g. +scorer@scorers.match=match)"
             )
+        if self.output.tokens and self.model.stream:
+            found.append("output.tokens needs model.stream=false (a stream carries no token ids)")
         return found + scorer_set_problems(self.scorers)
 
 

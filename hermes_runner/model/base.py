@@ -10,6 +10,18 @@ from hermes_runner.usage import Usage
 
 
 @dataclass(slots=True)
+class TurnTokens:
+    """The exact tokens of one call, as the engine reports them (vLLM's `return_token_ids`, logprobs)."""
+
+    prompt_ids: list[int]  # the prompt as the engine tokenized it (chat template applied)
+    completion_ids: list[int]  # the sampled tokens, the stop token included when the engine returns it
+    logprobs: list[float] | None = None  # per completion token (None: the endpoint gave none)
+
+    def as_dict(self) -> dict:
+        return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs}
+
+
+@dataclass(slots=True)
 class Completion:
     message: dict  # assistant message: content, tool_calls, reasoning, reasoning_details
     finish_reason: str | None
@@ -17,6 +29,7 @@ class Completion:
     retries: int = 0
     model: str = ""  # the model the reply says answered (a router may pick another than the one asked for)
     cached: bool = False  # replayed from the response cache (model/cache.py): no call was made, nothing spent
+    tokens: TurnTokens | None = None  # with output.tokens, from an endpoint that returns them
 
 
 class ChatModel(Protocol):

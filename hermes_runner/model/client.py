@@ -24,7 +24,7 @@ from hermes_runner.errors import (
     MalformedReply,
     ModelCallError,
 )
-from hermes_runner.model.base import CallHook, ChatModel, Completion  # noqa: F401  (re-exported)
+from hermes_runner.model.base import CallHook, ChatModel, Completion, TurnTokens  # noqa: F401  (re-exported)
 from hermes_runner.model.reasoning import split_reasoning
 from hermes_runner.model.retry import connection_refused, retrying
 from hermes_runner.model.stream import StreamAccumulator
@@ -65,6 +65,25 @@ def _normalize_tool_calls(raw: list | None) -> list[dict]:
     return calls
 
 
+# Asked for with output.tokens: vLLM's fields (SGLang and the embedded llama.cpp server answer them the same way).
+TOKEN_REQUEST = {"return_token_ids": True, "logprobs": True}
+
+
+def parse_tokens(body: dict, choice: dict) -> TurnTokens | None:
+    """The call's token ids and logprobs: `prompt_token_ids` (the body's, or the choice's), the choice's
+    `token_ids` and `logprobs.content[].logprob`; None when the endpoint returned no ids."""
+    prompt, completion = body.get("prompt_token_ids") or choice.get("prompt_token_ids"), choice.get("token_ids")
+    if not isinstance(prompt, list) or not isinstance(completion, list):
+        return None
+    if not {*map(type, prompt), *map(type, completion)} <= {int}:  # (at C speed: a prompt has thousands)
+        raise MalformedReply(f"token ids that are not integers: {json.dumps(completion)[:200]}")
+    content = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
+    logprobs = [float(t["logprob"]) for t in content] if isinstance(content, list) else None
+    if logprobs is not None and len(logprobs) != len(completion):
+        logprobs = None  # (an engine that leaves the stop token out of one of them: ids are kept, logprobs not)
+    return TurnTokens(prompt, completion, logprobs)
+
+
 def parse_completion(body: dict) -> Completion:
     if not isinstance(body, dict):
         raise MalformedReply(f"reply is a JSON {type(body).__name__}, not an object: {json.dumps(body)[:300]}")
@@ -87,7 +106,11 @@ def parse_completion(body: dict) -> Completion:
     usage = Usage.from_openai(body.get("usage"))
     answered_by = body.get("model")
     return Completion(
-        msg, choice.get("finish_reason"), usage, model=answered_by if isinstance(answered_by, str) else ""
+        msg,
+        choice.get("finish_reason"),
+        usage,
+        model=answered_by if isinstance(answered_by, str) else "",
+        tokens=parse_tokens(body, choice),
     )
 
 
@@ -184,9 +207,12 @@ class OpenAIChatModel:
         pool_size: int = 100,
         base_url: str | None = None,
         hooks: Sequence[CallHook] = (),
+        tokens: bool = False,
     ):
         self.cfg = model
         self._params, self._extra = request_extras(model, provider, reasoning, max_tokens)
+        if tokens:  # output.tokens: the engine's token ids and logprobs of every call (extra_body still wins)
+            self._extra = {**TOKEN_REQUEST, **self._extra}
         self.client = openai_client(model, base_url, pool_size)
         # Call meters, e.g. a rate limiter or a budget: `await before_call(estimated_tokens)`, `after_call(exc, completion)`.
         self.hooks = list(hooks)

@@ -11,15 +11,22 @@ the request's tool schemas makes every call valid JSON for an offered tool, ``to
 A reply holds one call at most: small models otherwise repeat the same call until max_tokens.
 (llama-cpp-python's own ``chatml-function-calling`` ignores ``max_tokens`` while writing a call,
 leaves tool results out of the prompt and never returns a final answer's text.)
+
+Every reply carries its token ids the way vLLM returns them with ``return_token_ids``: ``prompt_token_ids``
+(the prompt llama.cpp evaluated) and the choice's ``token_ids`` (every sampled token, the stop token
+included); with ``logprobs: true``, the choice's ``logprobs.content[].logprob`` are those tokens' log
+probabilities under the model's raw distribution (before temperature, penalties and the grammar).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import math
 import re
 import time
 import uuid
+from collections.abc import Iterator
 
 FORMAT = "hermes-tools"
 TOOL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
@@ -47,6 +54,20 @@ def _turn(role: str, text: str) -> str:
     return f"<|im_start|>{role}\n{text}<|im_end|>\n"
 
 
+def assistant_text(m: dict) -> str:
+    """An assistant message as the prompt shows it: its text, then one <tool_call> block per call."""
+    parts = [_text(m.get("content")).strip()]
+    for call in m.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            args = fn.get("arguments")
+        body = json.dumps({"name": fn.get("name"), "arguments": args}, ensure_ascii=False)
+        parts.append(f"<tool_call>\n{body}\n</tool_call>")
+    return "\n".join(p for p in parts if p)
+
+
 def render(messages: list[dict], tools: list[dict] | None) -> str:
     """The ChatML prompt, ending with the assistant's turn to write."""
     system = "\n\n".join(_text(m.get("content")) for m in messages if m.get("role") == "system")
@@ -57,16 +78,7 @@ def render(messages: list[dict], tools: list[dict] | None) -> str:
     for m in messages:
         role = m.get("role")
         if role == "assistant":
-            parts = [_text(m.get("content")).strip()]
-            for call in m.get("tool_calls") or []:
-                fn = call.get("function") or {}
-                try:
-                    args = json.loads(fn.get("arguments") or "{}")
-                except json.JSONDecodeError:
-                    args = fn.get("arguments")
-                body = json.dumps({"name": fn.get("name"), "arguments": args}, ensure_ascii=False)
-                parts.append(f"<tool_call>\n{body}\n</tool_call>")
-            out.append(_turn("assistant", "\n".join(p for p in parts if p)))
+            out.append(_turn("assistant", assistant_text(m)))
         elif role == "tool":
             out.append(_turn("tool", f"<tool_response>\n{_text(m.get('content'))}\n</tool_response>"))
         elif role in ("user", "function"):
@@ -132,6 +144,52 @@ def parse(text: str) -> tuple[str | None, list[dict]]:
     return (content or None), calls
 
 
+class TokenTap:
+    """Records the tokens of one completion: wraps `llama.generate` (the server runs one request at a time)."""
+
+    def __init__(self, llama, logprobs: bool):
+        self.llama, self.want_logprobs = llama, logprobs
+        self.prompt: list[int] = []
+        self.completion: list[int] = []
+        self.logprobs: list[float] = []
+
+    def __enter__(self) -> TokenTap:
+        self.inner = self.llama.generate
+        self.llama.generate = self.generate  # (an instance attribute: the class's method stays as it is)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.llama.generate
+
+    def generate(self, tokens, *args, **kw) -> Iterator[int]:
+        self.prompt = [int(t) for t in tokens]
+        for token in self.inner(tokens, *args, **kw):
+            self.completion.append(int(token))
+            if self.want_logprobs:  # the logits it was sampled from: the last evaluated position's
+                self.logprobs.append(self._logprob(int(token)))
+            yield token
+
+    def _logprob(self, token: int) -> float:
+        import numpy as np
+
+        n_vocab = self.llama.n_vocab()
+        logits = np.ctypeslib.as_array(self.llama._ctx.get_logits_ith(-1), shape=(n_vocab,))
+        top = float(logits.max())
+        return float(logits[token]) - top - math.log(float(np.exp(logits - top).sum()))
+
+    def fields(self) -> tuple[list[int], dict]:
+        """(prompt_token_ids, the choice's token_ids and logprobs) in vLLM's shape."""
+        choice: dict = {"token_ids": self.completion}
+        if self.want_logprobs:
+            choice["logprobs"] = {
+                "content": [
+                    {"token": self.llama.detokenize([t]).decode("utf-8", "replace"), "logprob": lp, "top_logprobs": []}
+                    for t, lp in zip(self.completion, self.logprobs, strict=True)
+                ]
+            }
+        return self.prompt, choice
+
+
 def handler(llama, messages, tools=None, tool_choice=None, functions=None, function_call=None, stream=False, **kw):
     """A llama-cpp-python chat completion handler (see module docstring)."""
     from llama_cpp.llama_grammar import LlamaGrammar
@@ -156,36 +214,48 @@ def handler(llama, messages, tools=None, tool_choice=None, functions=None, funct
     args["max_tokens"] = kw.get("max_tokens") or -1
     stop = args.get("stop") or []
     args["stop"] = [*([stop] if isinstance(stop, str) else stop), "<|im_end|>"]
-    done = llama.create_completion(
-        prompt=prompt, grammar=LlamaGrammar.from_string(gbnf, verbose=False) if gbnf else None, **args
-    )
+    with TokenTap(llama, bool(kw.get("logprobs"))) as tap:
+        done = llama.create_completion(
+            prompt=prompt, grammar=LlamaGrammar.from_string(gbnf, verbose=False) if gbnf else None, **args
+        )
     choice = done["choices"][0]
     content, calls = parse(choice["text"]) if tools else (choice["text"], [])
     message: dict = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = calls
+    prompt_ids, token_fields = tap.fields()
     return {
         "id": "chat" + done["id"],
         "object": "chat.completion",
         "created": done.get("created", int(time.time())),
         "model": done["model"],
+        "prompt_token_ids": prompt_ids,
         "choices": [
             {
                 "index": 0,
                 "message": message,
                 "logprobs": None,
                 "finish_reason": "tool_calls" if calls else choice.get("finish_reason") or "stop",
+                **token_fields,
             }
         ],
         "usage": done["usage"],
     }
 
 
+def served(llama, **kw):
+    """The handler as the server calls it: its reply as a JSONResponse, which FastAPI passes on whole (the
+    route's response model, a TypedDict, would drop the fields vLLM adds: prompt_token_ids, token_ids)."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(handler(llama, **kw))
+
+
 def main() -> None:
     from llama_cpp.llama_chat_format import LlamaChatCompletionHandlerRegistry
     from llama_cpp.server.__main__ import main as serve
 
-    LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(FORMAT, handler, overwrite=True)
+    LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(FORMAT, served, overwrite=True)
     serve()
 
 

@@ -98,9 +98,31 @@ def score_summary(job: Job) -> dict:
                         "mean": pm(e["mean"], e["mean_se"]),
                         "pass_at_1": pm(e["pass_at_1"], e["pass_at_1_se"]),
                         "pass_at_k": pm(e["pass_at_k"], e["pass_at_k_se"]),
+                        "pass_hat_k": pm(e["pass_hat_k"], e["pass_hat_k_se"]),
                     }
                 )
-    return {"scores": table, "scores_k": k, "scores_overall": est["overall"], "unscored": est["unscored"]}
+    return {
+        "scores": table,
+        "scores_k": k,
+        "scores_by_k": by_k_rows(est["overall"]) if k > 1 else [],
+        "scores_overall": est["overall"],
+        "unscored": est["unscored"],
+    }
+
+
+def by_k_rows(overall: dict) -> list[dict]:
+    """The rows of pass@j and pass^j for every j <= k, over all prompts: one per scorer and j."""
+    return [
+        {
+            "scorer": scorer,
+            "k": c["k"],
+            "rows": c["rows"],
+            "pass_at_k": pm(c["pass_at_k"], c["pass_at_k_se"]),
+            "pass_hat_k": pm(c["pass_hat_k"], c["pass_hat_k_se"]),
+        }
+        for scorer, e in overall.items()
+        for c in e["by_k"]
+    ]
 
 
 def pm(value: float | None, err: float | None) -> str:
@@ -184,18 +206,24 @@ COMPARE_ROWS = [
 
 
 def score_rows(summs: list[dict]) -> list[dict]:
-    """The side-by-side rows of the scores: per scorer mean, pass@1 and pass@k of each job (– where it has none)."""
+    """The side-by-side rows of the scores: per scorer mean, pass@1, pass@k and pass^k of each job (– where it has
+    none)."""
     scorers: list[str] = []
     for sm in summs:
         scorers += [name for name in sm.get("scores_overall") or {} if name not in scorers]
     ks = {sm["scores_k"] for sm in summs if sm.get("scores_k")}
-    k_title = f"pass@{ks.pop()}" if len(ks) == 1 else "pass@k"
+    k = str(ks.pop()) if len(ks) == 1 else "k"
     out = []
     for name in scorers:
         ests = [(sm.get("scores_overall") or {}).get(name) for sm in summs]
-        for title, field in (("mean", "mean"), ("pass@1", "pass_at_1"), (k_title, "pass_at_k")):
+        for title, field in (
+            ("mean", "mean"),
+            ("pass@1", "pass_at_1"),
+            (f"pass@{k}", "pass_at_k"),
+            (f"pass^{k}", "pass_hat_k"),
+        ):
             cells = ["–" if e is None else pm(e[field], e[f"{field}_se"]) for e in ests]
-            if field == "pass_at_k" and k_title == "pass@k":
+            if field in ("pass_at_k", "pass_hat_k") and k == "k":
                 cells = [c if e is None else f"{c} (k={e['k']})" for c, e in zip(cells, ests, strict=True)]
             out.append({"metric": f"{name} {title}", "cells": cells})
         out.append({"metric": f"{name} samples", "cells": ["–" if e is None else f"{e['samples']:,}" for e in ests]})

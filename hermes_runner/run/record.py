@@ -18,6 +18,7 @@ from hermes_runner.rundir.store import LedgerState, Ref, RunStore, dumps_line
 from hermes_runner.scorers import unscored
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.trajectory.entry import NOT_SCORED
+from hermes_runner.trajectory.tokens import drift
 from hermes_runner.util.redact import Redactor
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,8 @@ class Recorder:
             rec["digest"] = p.digest  # a row with an id: a later edit of it is told (plan.make_plan)
         if outcome.timeline:
             self.store.write_timeline({"key": p.key, "inv": self.invocation, "calls": outcome.timeline})
+        if isinstance(outcome, SessionResult) and outcome.tokens:
+            self._tokens(outcome)
         status = self._failed(outcome, rec) if isinstance(outcome, Failure) else self._finished(outcome, rec)
         self.plan_index[p.key] = p.index
         self.stats.add(rec)
@@ -152,6 +155,14 @@ class Recorder:
         if self.verbose:
             log.info("prompt %d %s%s", p.index, status, f" ({reason})" if reason else "")
         return status
+
+    def _tokens(self, outcome: SessionResult) -> None:
+        """The turns' token ids to the tokens/ sidecar, with the turns that drift (trajectory/tokens.py)."""
+        p = outcome.prompt
+        drifted = drift(outcome.tokens)
+        if drifted:
+            log.info("prompt %d: the prompt tokens of turn(s) %s do not extend the turn before", p.index, drifted)
+        self.store.write_tokens({"key": p.key, "inv": self.invocation, "turns": outcome.tokens, "drift": drifted})
 
     def _attempts(self, outcome: Outcome, batch: int) -> None:
         """The failed in-run attempts before the outcome: each in failures.jsonl (retry.max_attempts)."""

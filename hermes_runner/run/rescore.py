@@ -5,9 +5,9 @@
     hermes-score outputs/my_run +scorer@scorers.quality=judge scorers.quality.judge.endpoint.model=gpt-4o
 
 Every kept and discarded entry gets the new scorers' records (a scorer of the same name is replaced); its
-re-scored line goes to rescored.jsonl with a `rescored` ledger record, and trajectories.jsonl and
-statistics.json are rebuilt. Prompts already scored by every given scorer are skipped (a rerun after a kill
-goes on where it stopped), unless --force. `verify` is refused: it needs the prompt's own sandbox, which is
+re-scored line goes to rescored.jsonl with a `rescored` ledger record, and trajectories.jsonl,
+statistics.json and report.html are rebuilt. Prompts already scored by every given scorer are skipped (a
+rerun after a kill goes on where it stopped), unless --force. `verify` is refused: it needs the prompt's own sandbox, which is
 removed when the prompt ends (the agent's files are gone); run the prompts again in a new run to verify them.
 """
 

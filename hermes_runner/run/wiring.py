@@ -58,6 +58,7 @@ def worker_spec(
         session_spec(cfg), settings, cfg.model, cfg.run_name, str(run_dir), cfg.provider, cfg.reasoning,
         cfg.tools, cfg.cache, cfg.scorers, cfg.max_tokens, max(4, cfg.num_workers), base_url, dict(images),
         cfg.num_workers, dict(dropped), telemetry=telemetry(cfg.telemetry),
+        tokens=cfg.output.tokens,
     )  # fmt: skip
 
 

@@ -11,6 +11,9 @@ FAILURES = "failures.jsonl"
 USAGE = "usage.jsonl"
 RESCORED = "rescored.jsonl"  # entries re-scored by `hermes-score` (each pointed at by a `rescored` record)
 TIMELINE = "timeline.jsonl"  # every prompt attempt's model and tool calls, timed (read by the report)
+# output.tokens: every prompt attempt's token ids and logprobs per assistant turn, keyed like the ledger
+# ({key, inv, turns, drift}; trajectory/tokens.py)
+TOKENS = "tokens/turns.jsonl"
 BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")  # batch files of a hermes-agent run dir
 BATCH_GLOB = "batch_*.jsonl"
 BATCH_FILE = "batch_{}.jsonl"  # .format(batch number)

@@ -13,7 +13,7 @@ from pathlib import Path
 from hermes_runner.errors import NotARunDir
 from hermes_runner.rundir.layout import FEATURES_FILE, INVOCATIONS, MANIFEST, MERGED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.stats import RunStats
-from hermes_runner.rundir.store import FAILURES, LEDGER, TERMINAL, TIMELINE, LedgerReader, Ref, iter_lines
+from hermes_runner.rundir.store import FAILURES, LEDGER, TERMINAL, TIMELINE, TOKENS, LedgerReader, Ref, iter_lines
 from hermes_runner.usage import Usage
 
 STATUSES = ("completed", "partial", "incomplete", "discarded", "failed")
@@ -192,15 +192,24 @@ class RunData:
     def timelines(self, keys: Iterable[str] | None = None) -> dict[str, list[dict]]:
         """The timed model and tool calls of each prompt's final attempt (timeline.jsonl; runs of older
         versions have none)."""
+        return {k: rec["calls"] for k, rec in self._attempt_lines(TIMELINE, "calls", keys).items()}
+
+    def tokens(self, keys: Iterable[str] | None = None) -> dict[str, dict]:
+        """The token sidecar record ({key, inv, turns, drift}) of each prompt's final attempt (output.tokens)."""
+        return self._attempt_lines(TOKENS, "turns", keys)
+
+    def _attempt_lines(self, name: str, field: str, keys: Iterable[str] | None) -> dict[str, dict]:
+        """The line of a per-attempt side log for each prompt's final attempt: the one of the final record's
+        invocation, else the last one (a line whose `field` is not a list is skipped)."""
         wanted = set(self.final if keys is None else keys)
-        out: dict[str, list[dict]] = {}
+        out: dict[str, dict] = {}
         matched: set[str] = set()  # keys whose line of the final record's invocation was read
         for d in self.merged_from or [self.dir]:
-            for rec in read_jsonl(d / TIMELINE):
-                key, calls = rec.get("key"), rec.get("calls")
-                if key not in wanted or key in matched or not isinstance(calls, list):
+            for rec in read_jsonl(d / name):
+                key = rec.get("key")
+                if key not in wanted or key in matched or not isinstance(rec.get(field), list):
                     continue
-                out[key] = calls
+                out[key] = rec
                 if rec.get("inv") == self.final[key].get("inv"):
                     matched.add(key)
         return out

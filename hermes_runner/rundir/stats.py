@@ -68,7 +68,8 @@ class ScoreTally:
         return max((t.n for per_row in overall.values() for t in per_row.values()), default=0)
 
     def summary(self, k: int, default_model: str = "") -> dict | None:
-        """statistics.json `scores`: per scorer mean, pass@1 and pass@k with standard errors (None: nothing scored)."""
+        """statistics.json `scores`: per scorer mean, pass@1, pass@k and pass^k with standard errors, and both for
+        every k (`by_k`) (None: nothing scored)."""
         if not self.scorers:
             return None
 
@@ -89,7 +90,8 @@ class ScoreTally:
         }
 
     def results(self, k: int, default_model: str) -> list[dict]:
-        """The evaluation table: one row per model and scorer (n, pass@1 ± stderr, pass@k, tokens, cost)."""
+        """The evaluation table: one row per model and scorer (n, pass@1 ± stderr, pass@k, pass^k and both for every
+        k, tokens, cost)."""
         out = []
         for (scope, model), per_scorer in sorted(self.groups.items()):
             if scope != "model":
@@ -111,6 +113,9 @@ class ScoreTally:
                         "k": k,
                         "pass_at_k": e["pass_at_k"],
                         "pass_at_k_se": e["pass_at_k_se"],
+                        "pass_hat_k": e["pass_hat_k"],
+                        "pass_hat_k_se": e["pass_hat_k_se"],
+                        "by_k": e["by_k"],
                         "tokens": spend.total_tokens,
                         "cost_usd": round(spend.cost_usd, 6),
                     }

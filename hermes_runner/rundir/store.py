@@ -37,6 +37,7 @@ from hermes_runner.rundir.layout import (  # noqa: F401  (re-exported)
     LOCK,
     RESCORED,
     TIMELINE,
+    TOKENS,
     USAGE,
 )
 from hermes_runner.util import fastjson
@@ -430,6 +431,15 @@ class RunStore(LedgerReader):
         line = dumps_line(record)
         with self._lock:
             self._log(TIMELINE).append(line)
+
+    def write_tokens(self, record: dict) -> None:
+        """Append one prompt attempt's token ids to the tokens/ sidecar (written before its ledger record); orjson:
+        thousands of ids a call, and no text whose encoding matters."""
+        line = fastjson.dumps(record) + b"\n"
+        with self._lock:
+            if TOKENS not in self._logs:
+                (self.dir / TOKENS).parent.mkdir(exist_ok=True)
+            self._log(TOKENS).append(line)
 
     def _log(self, name: str) -> AppendLog:
         if (log_ := self._logs.get(name)) is None:

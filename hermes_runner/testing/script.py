@@ -178,6 +178,37 @@ def message(step: dict, n: int) -> dict:
     return msg
 
 
+END_ID = 256  # the byte tokenizer's end-of-turn token (its ids 0..255 are the UTF-8 bytes)
+LOGPROB = -0.25  # the logprob it reports for every sampled token
+
+
+def chatml_text(m: dict) -> str:
+    """A message's text in the prompt: its content (an assistant's stripped), then its tool calls as JSON."""
+    content = m.get("content")
+    text = content if isinstance(content, str) else ""
+    calls = [json.dumps({"name": (c.get("function") or {}).get("name"), "arguments": (c.get("function") or {})
+              .get("arguments")}) for c in m.get("tool_calls") or []]  # fmt: skip
+    return "\n".join(filter(None, [text.strip() if m.get("role") == "assistant" else text, *calls]))
+
+
+def chatml(messages: list[dict], tools: list[dict]) -> str:
+    """The ChatML prompt of a call, ending with the assistant's turn to write."""
+    head = f"<|im_start|>tools\n{json.dumps(tools)}<|im_end|>\n" if tools else ""
+    body = "".join(f"<|im_start|>{m.get('role')}\n{chatml_text(m)}<|im_end|>\n" for m in messages)
+    return head + body + "<|im_start|>assistant\n"
+
+
+def token_fields(messages: list[dict], tools: list[dict], wire: dict, finish: str) -> tuple[list[int], dict]:
+    """(prompt_token_ids, the choice's token_ids and logprobs) as vLLM returns them with return_token_ids, from
+    a byte tokenizer of a ChatML prompt: the reply's text and its end token (none when cut by length).
+    Rendered again, the history extends the last prompt unless the text changes (stripped spaces)."""
+    prompt = list(chatml(messages, tools).encode())
+    completion = list(chatml_text(wire).encode()) + ([] if finish == "length" else [END_ID])
+    content = [{"token": str(t), "logprob": LOGPROB, "bytes": [t] if t < 256 else [], "top_logprobs": []}
+               for t in completion]  # fmt: skip
+    return prompt, {"token_ids": completion, "logprobs": {"content": content}}
+
+
 def finish_reason(step: dict) -> str:
     return step.get("finish_reason") or ("tool_calls" if step.get("tool_calls") else "stop")
 

@@ -266,14 +266,20 @@ class ScriptedServer(HoldGate, LoopbackApp):
         """The chat.completion body answering `body` with `step` (handlers may call it)."""
         n = next(self._ids)
         msg = script.wire_message(step, n)
-        return {
+        choice = {"index": 0, "message": msg, "finish_reason": script.finish_reason(step)}
+        out = {
             "id": f"chatcmpl-{n}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": step.get("model") or body.get("model", "scripted"),
-            "choices": [{"index": 0, "message": msg, "finish_reason": script.finish_reason(step)}],
+            "choices": [choice],
             "usage": script.usage(step, body.get("messages", []), msg),
         }
+        if body.get("return_token_ids"):  # vLLM's fields (script.token_fields)
+            messages, tools = body.get("messages", []), body.get("tools") or []
+            out["prompt_token_ids"], fields = script.token_fields(messages, tools, msg, choice["finish_reason"])
+            choice.update(fields)
+        return out
 
 
 def chunks(completion: dict, include_usage: bool, n: int) -> list[dict]:

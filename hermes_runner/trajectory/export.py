@@ -7,6 +7,7 @@
     python -m hermes_runner.export outputs/my_run --to atif      # one ATIF trajectory <key>.json each + index.jsonl
     ... --to atif --discarded                                     # the discarded trajectories too (marked as such)
     python -m hermes_runner.export outputs/my_run --to inspect   # one Inspect AI eval log: inspect view
+    python -m hermes_runner.export outputs/my_run --to tokens    # token ids + loss masks JSONL (output.tokens)
     python -m hermes_runner.export outputs/my_run --to splits --pass-fail   # kept rows split into pass / fail
     ... --min-reward 1.0 [--best-of-k]                           # only kept rows with reward >= 1.0 (best sample per row)
     ... --only-completed                                          # only trajectories that ended with an answer
@@ -49,13 +50,14 @@ from hermes_runner.trajectory.hermes import call_dict, clean_calls, parsed_args
 from hermes_runner.trajectory.inspect_log import write_eval
 from hermes_runner.trajectory.openai import to_openai
 from hermes_runner.trajectory.provenance import PROVENANCE_KEYS, Provenance
+from hermes_runner.trajectory.tokens import DriftPolicy, token_rows
 
 if TYPE_CHECKING:
     import datasets
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("parquet", "hf", "openai", "splits", "atif", "inspect")
+FORMATS = ("parquet", "hf", "openai", "splits", "atif", "inspect", "tokens")
 SPLITS = ("kept", "discarded")
 ARGUMENTS = ("object", "string")  # openai export: tool-call arguments as JSON objects or as JSON text
 USAGE_KEYS = {
@@ -393,6 +395,21 @@ def write_atif(run: RunData, splits: dict[str, list[dict]], target: Path) -> Non
     atomic_write(target / ATIF_INDEX, (dumps_line(line) for line in lines))
 
 
+def write_token_rows(run: RunData, kept: list[dict], path: Path, drift: str) -> tuple[Path, dict]:
+    """The kept rows' token ids with loss masks (trajectory/tokens.py); a run without token ids is refused."""
+    try:
+        policy = DriftPolicy(drift)
+    except ValueError:
+        raise ExportError(f"unknown drift policy {drift!r}; choose one of mask, drop") from None
+    sidecar = run.tokens()
+    if not sidecar:
+        raise ExportError(f"{run.dir} holds no token ids: run it with output.tokens=true (docs/training.md)")
+    rows, counts = token_rows(kept, sidecar, policy)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, (dumps_line(r) for r in rows))
+    return path, counts
+
+
 # -- the command -------------------------------------------------------------------------------
 
 
@@ -408,6 +425,7 @@ def export(
     arguments: str = "object",
     discarded: bool = False,
     table: dict | None = None,
+    drift: str = "mask",
 ) -> tuple[Path, dict]:
     """Write the export; return (where, rows per split). `table`: filled with the rows' provenance hashes -> what
     each stands for (trajectory/provenance.py)."""
@@ -453,6 +471,8 @@ def export(
         if table is not None:  # (the discarded samples' hashes too)
             table.update(prov.table)
         return path, {"samples": n}
+    if fmt == "tokens":
+        return write_token_rows(run, splits["kept"], target / "trajectories.tokens.jsonl", drift)
     sets = to_datasets(splits, run.features())
     if fmt == "parquet":
         target.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ from hermes_runner.errors import ExportError, NotReproduced
 from hermes_runner.rundir.layout import (
     BATCH_GLOB,
     DISCARDED,
+    FAILURES,
     FEATURES_FILE,
     HASHES,
     INVOCATIONS,
@@ -41,6 +42,8 @@ from hermes_runner.rundir.layout import (
     MANIFEST,
     MERGED,
     RESCORED,
+    TIMELINE,
+    TOKENS,
     TRAJECTORIES,
 )
 from hermes_runner.rundir.reader import RunData, find_runs
@@ -52,12 +55,33 @@ log = logging.getLogger(__name__)
 MANIFEST_FILE = "export_manifest.json"
 MANIFEST_VERSION = 1
 ALL = "all"  # --to all: every name in FORMATS
-OPTIONS = ("reasoning", "min_reward", "best", "pass_fail", "only_completed", "arguments", "discarded")  # export()'s
+OPTIONS = (
+    "reasoning",
+    "min_reward",
+    "best",
+    "pass_fail",
+    "only_completed",
+    "arguments",
+    "discarded",
+    "drift",
+)  # export()'s
 # Options that only some formats take: with --to all each format gets those that apply to it (the others refuse them).
 ONLY_FOR = {"pass_fail": ("splits",), "discarded": ("atif",)}
 NOT_FOR = {"inspect": ("min_reward", "best", "only_completed")}  # the inspect log is the whole run
 VERSIONED = ("hermes-runner", "datasets", "pyarrow")
-_INPUTS = (LEDGER, RESCORED, DISCARDED, MANIFEST, INVOCATIONS, HASHES, FEATURES_FILE, MERGED)
+_INPUTS = (
+    LEDGER,
+    RESCORED,
+    DISCARDED,
+    MANIFEST,
+    INVOCATIONS,
+    HASHES,
+    FEATURES_FILE,
+    MERGED,
+    FAILURES,
+    TIMELINE,
+    TOKENS,
+)
 
 
 @dataclass(frozen=True)
@@ -181,6 +205,8 @@ def export_many(
     done = []
     for run_dir in runs:
         for f in fmts:
+            if fmt == ALL and f == "tokens" and not (run_dir / TOKENS).exists():
+                continue  # (a run without output.tokens has no token ids: --to tokens refuses it)
             target = None  # the default: <job>/export/<format>
             if out:
                 base = Path(out) / run_dir.relative_to(root) if sweep else Path(out)

@@ -263,3 +263,44 @@ def test_bogus_model_file_shows_the_servers_error(local_model, tmp_path):
                   f"hydra.run.dir={tmp_path / 'run2'}")  # fmt: skip
     assert res.returncode == 2
     assert "model file not found" in res.stdout + res.stderr
+
+
+@pytest.mark.slow
+def test_output_tokens_keeps_the_ids_llama_cpp_sampled(local_model, tmp_path):
+    """output.tokens=true on the embedded model (2 prompts, 2 turns): the ids and logprobs llama.cpp used."""
+    import llama_cpp
+
+    from hermes_runner.trajectory.tokens import drift
+
+    run_dir = tmp_path / "run"
+    res = run_cli(
+        "+experiment=quickstart", "max_samples=2", "max_turns=2", "max_tokens=48", "output.tokens=true",
+        "progress=false", f"hydra.run.dir={run_dir}", timeout=900,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    vocab = llama_cpp.Llama(str(local_model), n_ctx=64, n_threads=1, verbose=False)  # its tokenizer
+    rows = {r["metadata"]["prompt_key"]: r for r in read_jsonl(run_dir / "trajectories.jsonl")}
+    sidecar = {r["key"]: r for r in read_jsonl(run_dir / "tokens" / "turns.jsonl")}
+    assert set(sidecar) == set(rows) and len(rows) == 2
+    for key, rec in sidecar.items():
+        gpt = [c["value"] for c in rows[key]["conversations"] if c["from"] == "gpt"]
+        assert [t["turn"] for t in rec["turns"]] == list(range(len(gpt))) and rec["drift"] == drift(rec["turns"])
+        for t, text in zip(rec["turns"], gpt, strict=True):
+            prompt = vocab.detokenize(t["prompt_ids"], special=True).decode()
+            assert prompt.startswith("<|im_start|>system") and prompt.endswith("<|im_start|>assistant\n")
+            assert len(t["logprobs"]) == len(t["completion_ids"]) and all(-1e4 < lp <= 0 for lp in t["logprobs"])
+            sampled = vocab.detokenize(t["completion_ids"], special=True).decode()
+            for call in text_calls(text):  # the call the trajectory shows is the one these tokens wrote
+                assert f'"name": "{call["name"]}"' in sampled.replace('"name":"', '"name": "')
+            if not text_calls(text):  # a text turn: the ids are exactly the tokens of the text it shows
+                shown = re.sub(r"^<think>.*?</think>", "", text, flags=re.S)  # (the hermes layout's reasoning block)
+                assert sampled.removesuffix("<|im_end|>").strip() == shown.strip()
+            if t["finish"] != "length":
+                assert sampled.endswith("<|im_end|>")  # the stop token is among the sampled ids
+    out = tmp_path / "export"
+    code = subprocess.run(
+        [sys.executable, "-m", "hermes_runner.export", str(run_dir), "--to", "tokens", "--out", str(out)], cwd=ROOT
+    ).returncode
+    assert code == 0
+    exported = read_jsonl(out / "trajectories.tokens.jsonl")
+    assert len(exported) == 2 and all(sum(r["loss_mask"]) > 0 for r in exported)

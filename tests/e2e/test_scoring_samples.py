@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from hermes_runner.commands import score
 from hermes_runner.run import rescore
 
 from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
@@ -48,3 +49,19 @@ def test_rescoring_updates_the_scores_in_the_statistics(make_cfg, tmp_path, run_
     assert rescore.rescore(run_dir, numeric, force=True)["scored"] == 2
     after = json.loads((run_dir / "statistics.json").read_text())["scores"]["overall"]["answer"]
     assert (after["mean"], after["samples"], after["pass_at_1"]) == (1.0, 2, 1.0)  # replaced, not added
+
+
+def test_hermes_score_rebuilds_the_report_with_the_new_scorer(make_cfg, tmp_path, run_dir, capsys):
+    rows = [{"prompt": script({"content": "The answer is 42.", "reasoning": "r"}, text="q"), "target": "42"}]
+    cfg = make_cfg(
+        "samples_per_prompt=3", "+scorer@scorers.answer=match", dataset=write_jsonl(tmp_path / "d.jsonl", rows)
+    )
+    assert run_inprocess(cfg, run_dir)[0] == 0
+    page = (run_dir / "report.html").read_text()
+    assert "<th>answer</th>" in page and "<th>second</th>" not in page and "pass^3" in page
+    assert score.main([str(run_dir), "+scorer@scorers.second=match", "scorers.second.match.mode=numeric"]) == 0
+    assert f"Report: {run_dir / 'report.html'}" in capsys.readouterr().out
+    page = (run_dir / "report.html").read_text()
+    assert "<th>answer</th>" in page and "<th>second</th>" in page  # the new scorer's rows, beside the old
+    by_k = page.split("pass@k and pass^k for every k", 1)[1]
+    assert by_k.count("<th>second</th>") == 3  # k = 1, 2, 3

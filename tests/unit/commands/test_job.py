@@ -73,3 +73,19 @@ def test_the_results_table_or_why_there_is_none():
     print_results(c, {"results": [row]})
     text = c.export_text()
     assert "pass@2" in text and "0.500 ± 0.100" in text and "0.750" in text and "1,200" in text
+    assert "for every k" not in text  # a statistics.json of an older runner: no pass^k, no table by k
+
+
+def test_the_results_table_gives_pass_hat_k_and_every_k():
+    c = console()
+    by_k = [
+        {"k": 1, "rows": 3, "pass_at_k": 0.5, "pass_at_k_se": 0.1, "pass_hat_k": 0.5, "pass_hat_k_se": 0.1},
+        {"k": 2, "rows": 3, "pass_at_k": 0.75, "pass_at_k_se": 0.2, "pass_hat_k": 0.25, "pass_hat_k_se": 0.05},
+    ]
+    row = {"model": "m", "scorer": "answer", "n": 6, "k": 2, "pass_at_1": 0.5, "pass_at_1_se": 0.1, "pass_at_k": 0.75,
+           "pass_at_k_se": 0.2, "pass_hat_k": 0.25, "pass_hat_k_se": 0.05, "by_k": by_k, "tokens": 1, "cost_usd": 0}  # fmt: skip
+    print_results(c, {"results": [row]})
+    text = c.export_text()
+    assert "pass^2" in text and "0.250 ± 0.050" in text and "for every k" in text
+    per_k = text.split("for every k", 1)[1]
+    assert "0.750 ± 0.200" in per_k and "0.250 ± 0.050" in per_k and "0.500 ± 0.100" in per_k

@@ -68,3 +68,20 @@ def test_history_goes_back_without_our_bookkeeping():
     }
     user = {"role": "user", "content": "q"}
     assert api_message(user) is user
+
+
+def test_token_ids_and_logprobs_are_read_as_vllm_returns_them():
+    lp = {"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -1.0}]}
+    body = {"choices": [{"message": {"content": "ab"}, "finish_reason": "stop", "token_ids": [7, 8], "logprobs": lp}],
+            "prompt_token_ids": [1, 2, 3]}  # fmt: skip
+    tokens = parse_completion(body).tokens
+    assert (tokens.prompt_ids, tokens.completion_ids, tokens.logprobs) == ([1, 2, 3], [7, 8], [-0.5, -1.0])
+    choice_level = {"choices": [{"message": {"content": "ab"}, "prompt_token_ids": [1], "token_ids": [7]}]}
+    assert parse_completion(choice_level).tokens.logprobs is None  # ids without logprobs
+    assert parse_completion(reply({"content": "x"})).tokens is None  # an endpoint that returns none
+
+
+def test_token_ids_that_are_not_integers_are_a_malformed_reply():
+    body = {"choices": [{"message": {"content": "x"}, "token_ids": ["a"]}], "prompt_token_ids": [1]}
+    with pytest.raises(MalformedReply, match="token ids"):
+        parse_completion(body)

@@ -9,7 +9,7 @@ import pytest
 
 from hermes_runner.report.page import build_report, render, script_json
 from hermes_runner.report.plots import comparison_charts, run_charts
-from hermes_runner.report.summary import Job, compare_table, summary
+from hermes_runner.report.summary import Job, by_k_rows, compare_table, score_rows, summary
 from hermes_runner.report.viewer import Clipper, viewer_data
 from hermes_runner.rundir.reader import RunData
 
@@ -72,3 +72,17 @@ def test_the_page_embeds_its_data_safely_and_is_written_where_asked(job, tmp_pat
     assert html.lower().startswith("<!doctype html>") and len(re.findall(r"<svg", html)) >= 5
     target = build_report(job.run.dir, tmp_path / "page.html")
     assert target == tmp_path / "page.html" and "list the files" in target.read_text()
+
+
+def test_the_jobs_side_by_side_give_pass_at_k_and_pass_hat_k_per_scorer():
+    curve = [
+        {"k": 1, "rows": 2, "pass_at_k": 0.5, "pass_at_k_se": 0.5, "pass_hat_k": 0.5, "pass_hat_k_se": 0.5},
+        {"k": 2, "rows": 2, "pass_at_k": 0.75, "pass_at_k_se": 0.25, "pass_hat_k": 0.25, "pass_hat_k_se": None},
+    ]
+    est = {"mean": 0.5, "mean_se": 0.5, "pass_at_1": 0.5, "pass_at_1_se": 0.5, "k": 2, "pass_at_k": 0.75,
+           "pass_at_k_se": 0.25, "pass_hat_k": 0.25, "pass_hat_k_se": None, "samples": 4, "by_k": curve}  # fmt: skip
+    rows = {r["metric"]: r["cells"] for r in score_rows([{"scores_k": 2, "scores_overall": {"answer": est}}, {}])}
+    assert rows["answer pass@2"] == ["0.750 ± 0.250", "–"] and rows["answer pass^2"] == ["0.250", "–"]
+    per_k = by_k_rows({"answer": est})
+    assert [(r["k"], r["pass_at_k"], r["pass_hat_k"]) for r in per_k] == [(1, "0.500 ± 0.500", "0.500 ± 0.500"),
+                                                                          (2, "0.750 ± 0.250", "0.250")]  # fmt: skip

