@@ -18,6 +18,7 @@ state.json from the data (the e2e test rebuilds every format in a new process an
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -46,9 +47,9 @@ from hermes_runner.rundir.layout import (
     TOKENS,
     TRAJECTORIES,
 )
-from hermes_runner.rundir.reader import RunData, find_runs
+from hermes_runner.rundir.reader import RunData, find_runs, read_jsonl
 from hermes_runner.rundir.store import atomic_write_json
-from hermes_runner.trajectory.export import FORMATS, export
+from hermes_runner.trajectory.export import ATIF_INDEX, FORMATS, export
 
 log = logging.getLogger(__name__)
 
@@ -150,12 +151,25 @@ def _build(run_dir: Path, fmt: str, target: Path, options: dict) -> tuple[Path, 
     return scratch, path, counts, table
 
 
+def _previous(target: Path) -> set[str]:
+    """The files an earlier export left in `target`, as its manifest or its ATIF index lists them."""
+    names: set[str] = set()
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        names |= set(json.loads((target / MANIFEST_FILE).read_text()).get("outputs") or {})
+    names |= {str(r.get("file")) for r in read_jsonl(target / ATIF_INDEX) if r.get("file")}
+    return {n for n in names if n and not Path(n).is_absolute() and ".." not in Path(n).parts}
+
+
 def _install(scratch: Path, target: Path, files: list[str]) -> None:
-    """Move the built files into `target` (replacing files of the same names) and remove the scratch dir."""
+    """Move the built files into `target` (replacing files of the same names), remove those of an earlier export
+    that this one has not made (and its manifest: export_one writes a new one when asked), then the scratch dir."""
+    stale = _previous(target) - set(files)
     for rel in files:
         dest = target / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(scratch / "out" / rel, dest)
+    for rel in [*stale, MANIFEST_FILE]:
+        (target / rel).unlink(missing_ok=True)
     shutil.rmtree(scratch, ignore_errors=True)
 
 
