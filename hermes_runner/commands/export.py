@@ -23,9 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="output directory (default: <run_dir>/export/<format>)")
     ap.add_argument(
         "--reasoning",
-        choices=("field", "inline", "drop"),
-        default="field",
-        help="openai format: reasoning as `reasoning_content` (default), as a <think> block in the content, or dropped",
+        choices=exporting.REASONING,
+        help="chat/openai: reasoning as `reasoning_content` (chat's default), as a <think> block in the content, "
+        "or dropped (openai's default: OpenAI's format has no reasoning field)",
     )
     ap.add_argument("--min-reward", type=float, help="keep only kept rows whose reward is at least this")
     ap.add_argument("--best-of-k", action="store_true", help="keep only the best sample of each row (highest reward)")
@@ -42,9 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--arguments",
         choices=exporting.ARGUMENTS,
-        default="object",
-        help="openai format: tool-call arguments as JSON objects, as chat templates take them (default), "
-        "or as JSON text, as the OpenAI API carries them",
+        help="chat: tool-call arguments as JSON objects, as chat templates take them (default), or as JSON text "
+        "(openai: always JSON text, as OpenAI's format has them)",
+    )
+    ap.add_argument(
+        "--metadata",
+        action="store_true",
+        help="openai: also write each line's `id` and `metadata` (fields OpenAI's format does not have)",
     )
     ap.add_argument("--push-to-hub", metavar="REPO", help="also upload to this Hugging Face dataset repo")
     ap.add_argument("--private", action="store_true", help="create the Hub repo as private")
@@ -52,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     path, counts = exporting.export(
         args.run_dir, args.to, args.out, args.reasoning, args.min_reward, args.best_of_k, args.pass_fail,
-        args.only_completed, args.arguments,
+        args.only_completed, args.arguments, args.metadata,
     )  # fmt: skip
     print(f"{path}: " + ", ".join(f"{n} {split}" for split, n in counts.items()))
     if args.push_to_hub:
