@@ -31,16 +31,17 @@ def recipes(run_dir: Path, model_dir: Path) -> dict[str, str]:
 
 TRAIN = r"""
 import json, math, os, sys, tempfile
-os.environ.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+os.environ.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
 os.environ["HF_HOME"] = tempfile.mkdtemp()
 from pathlib import Path
 import torch, trl
+torch.set_num_threads(1)  # (a tiny model: threads would only contend for the cores)
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 args = json.loads(sys.argv[1])
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-STEPS = 4
+STEPS = 3
 
 def tokenizer(texts):
     # A byte-level BPE trained on the run's own files: every text encodes, rows stay short.
@@ -48,7 +49,7 @@ def tokenizer(texts):
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     bpe.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=3000, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        vocab_size=6000, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>")
 
 # 1. A tiny Qwen2 model with random weights, saved as a model dir with Qwen2.5's chat template (TRL's copy).
@@ -58,17 +59,18 @@ tok.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jin
 tok.save_pretrained(model_dir)
 torch.manual_seed(0)
 config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16384,
+                     num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16384,
                      tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
 Qwen2ForCausalLM(config).save_pretrained(model_dir)
 
-# 2. Test settings, not the recipe's: a few steps, every loss logged, CPU, nothing saved, no truncation (so
-# that every assistant token can be checked).
+# 2. Test settings, not the recipe's: a few steps, every loss logged, CPU in float32 (bf16 is slow there), nothing
+# saved, no truncation (so that every assistant token can be checked).
 class SFTConfig(trl.SFTConfig):
     def __init__(self, *a, **kw):
         kw.update(max_steps=STEPS, logging_steps=1, learning_rate=3e-3, lr_scheduler_type="constant", warmup_steps=0,
                   per_device_train_batch_size=4, report_to="none", save_strategy="no", use_cpu=True, seed=0,
-                  max_length=None, dataloader_num_workers=0, disable_tqdm=True, gradient_checkpointing=False)
+                  max_length=None, dataloader_num_workers=0, disable_tqdm=True, gradient_checkpointing=False,
+                  bf16=False)
         super().__init__(*a, **kw)
 trl.SFTConfig = SFTConfig
 
