@@ -181,6 +181,9 @@ def test_max_turns_without_final_summary_trims_to_the_assistant_turn(_server: Sc
     for e in loops:
         assert e["api_calls"] == 3 and e["conversations"][-1]["from"] == "gpt"
         assert e["conversations"][-1]["value"].count("<tool_call>") == 1  # the unanswered last call, once
+    path, _ = export(run, "openai", tmp_path / "oa")  # a line may end on calls: OpenAI's rules allow it
+    assert check_file(path) == Counter()
+    assert sum(r["messages"][-1].get("tool_calls") is not None for r in read_jsonl(path)) >= 2
 
 
 # -- HF datasets, both major versions ---------------------------------------------------------
@@ -354,9 +357,9 @@ def test_trl_renders_each_tool_call_once(run: str, request: pytest.FixtureReques
 
 @pytest.mark.parametrize("run", ["mixed", "scored", "sampled"])
 def test_openai_export_passes_openais_fine_tuning_rules(run: str, request: pytest.FixtureRequest, tmp_path: Path):
-    """Parallel calls, max_turns stops (with and without the final summary), invalid-call and token-limit stops,
-    reasoning, scores and k samples: every line of `--to openai` passes OpenAI's rules (tests/helpers/openai_ft.py),
-    with each call of the run once."""
+    """Parallel calls, max_turns stops (ended by the final summary; trimmed ones: the test above), invalid-call
+    and token-limit stops, reasoning, scores and k samples: every line of `--to openai` passes OpenAI's rules
+    (tests/helpers/openai_ft.py), with each call of the run once."""
     source = request.getfixturevalue(run)
     path, counts = export(source, "openai", tmp_path / "oa")
     rows = read_jsonl(path)
