@@ -43,9 +43,9 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--reasoning",
-        choices=("field", "inline", "drop"),
-        default="field",
-        help="openai format: reasoning as `reasoning_content` (default), as a <think> block in the content, or dropped",
+        choices=exporting.REASONING,
+        help="chat/openai: reasoning as `reasoning_content` (chat's default), as a <think> block in the content, "
+        "or dropped (openai's default: OpenAI's format has no reasoning field)",
     )
     ap.add_argument("--min-reward", type=float, help="keep only kept rows whose reward is at least this")
     ap.add_argument("--best-of-k", action="store_true", help="keep only the best sample of each row (highest reward)")
@@ -62,9 +62,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--arguments",
         choices=exporting.ARGUMENTS,
-        default="object",
-        help="openai format: tool-call arguments as JSON objects, as chat templates take them (default), "
-        "or as JSON text, as the OpenAI API carries them",
+        help="chat: tool-call arguments as JSON objects, as chat templates take them (default), or as JSON text "
+        "(openai: always JSON text, as OpenAI's format has them)",
+    )
+    ap.add_argument(
+        "--metadata",
+        action="store_true",
+        help="openai: also write each line's `id`, `metadata` and `provenance` (fields OpenAI's format does not have)",
     )
     ap.add_argument("--discarded", action="store_true", help="atif format: the discarded trajectories too")
     ap.add_argument(
@@ -93,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     options = {
         "reasoning": args.reasoning, "min_reward": args.min_reward, "best": args.best_of_k,
         "pass_fail": args.pass_fail, "only_completed": args.only_completed, "arguments": args.arguments,
-        "discarded": args.discarded, "drift": args.drift,
+        "metadata": args.metadata, "discarded": args.discarded, "drift": args.drift,
     }  # fmt: skip
     if args.pass_fail and args.to not in ("splits", reproducing.ALL):
         ap.error("--pass-fail makes splits: use it with --to splits (or all)")

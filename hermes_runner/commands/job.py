@@ -22,7 +22,7 @@ from hermes_runner.config.root import RunConfig
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS, ConfigError, ExitCode, JobNotStarted, RunDirBusy
 from hermes_runner.rundir.layout import HYDRA_DIR, REJECTED, STATISTICS, TRAJECTORIES
 from hermes_runner.rundir.store import abandon_prelock, prelock
-from hermes_runner.util.console import FILE_ONLY, file_handlers
+from hermes_runner.util.console import FILE_ONLY, file_handlers, stdout_console
 from hermes_runner.util.redact import Redactor
 
 if TYPE_CHECKING:  # (imported where used: a listing or --help loads no agent, model, report or dataset code)
@@ -257,7 +257,7 @@ def _not_started(hc: DictConfig) -> JobNotStarted:
 
 
 def _run_job(dcfg: DictConfig) -> int:
-    console = Console(soft_wrap=True)
+    console = stdout_console()
     if dcfg.get("list_distributions"):
         from hermes_runner.tools import distributions
 
@@ -324,7 +324,7 @@ def run_and_print(
     `on_accept` is called once the run has accepted its directory (before the plan is printed)."""
     from hermes_runner.run import invocation
 
-    console = console or Console(soft_wrap=True)
+    console = console or stdout_console()
 
     def on_plan(plan: Plan) -> None:
         if on_accept is not None:

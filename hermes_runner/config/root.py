@@ -12,7 +12,7 @@ from hermes_runner.config.data import DatasetConfig, FiltersConfig, OutputConfig
 from hermes_runner.config.execution import CacheConfig, ExecutorConfig, LimitsConfig, RetryConfig, ShardConfig
 from hermes_runner.config.model import ModelConfig, ProviderConfig, ReasoningConfig
 from hermes_runner.config.sandbox import SandboxConfig
-from hermes_runner.config.scorers import ScorerConfig, scorer_set_problems
+from hermes_runner.config.scorers import ScorerConfig, scorer_set_problems, single_scorer_problem, with_single
 from hermes_runner.config.telemetry import TelemetryConfig
 from hermes_runner.config.tools import DistributionConfig, ToolsConfig
 
@@ -30,8 +30,11 @@ class RunConfig:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
-    # scorers by name, each from conf/scorer/ (`+scorer@scorers.NAME=match`); every kept entry gets one
-    # score record per scorer, and the primary scorer's value as `reward` (docs/scoring.md)
+    # one scorer picked the Hydra way (`scorer=match`, options as `scorer.match.mode=exact`): it joins `scorers`
+    # first, named after its kind (so it is the primary unless another says so), and this key becomes null
+    scorer: ScorerConfig | None = None
+    # scorers by name, each from conf/scorer/ (`+scorer@scorers.NAME=match`, for several); every kept entry gets
+    # one score record per scorer, and the primary scorer's value as `reward` (docs/scoring.md)
     scorers: dict[str, ScorerConfig] = field(default_factory=dict)
     retry: RetryConfig = field(default_factory=RetryConfig)  # in-run retries of failed prompts
     cache: CacheConfig = field(default_factory=CacheConfig)  # replayed model replies (conf/cache/: cache=off ...)
@@ -76,13 +79,18 @@ class RunConfig:
              "log_prefix_chars": ">= 0", "fsync_interval_s": "> 0", "progress_interval_s": "> 0",
              "progress_every_percent": ">= 0"}  # fmt: skip
 
+    def __post_init__(self) -> None:
+        """`scorer=KIND` joins `scorers`: both spellings of one scorer make the same config (and run data)."""
+        if self.scorer is not None and not single_scorer_problem(self.scorers, self.scorer):
+            self.scorers, self.scorer = with_single(self.scorers, self.scorer), None
+
     def problems(self, where: str) -> list[str]:
         """The rules across sections: a plain run name, the set of scorers, a filter that needs a scorer."""
         found = [why] if (why := run_name_problem(self.run_name)) else []
         if self.filters.min_reward is not None and not self.scorers:
-            found.append(
-                "filters.min_reward needs a scorer (scorers is empty: add one, e.g. +scorer@scorers.match=match)"
-            )
+            found.append("filters.min_reward needs a scorer (scorers is empty: add one, e.g. scorer=match)")
+        if why := single_scorer_problem(self.scorers, self.scorer):
+            found.append(why)
         if self.output.tokens and self.model.stream:
             found.append("output.tokens needs model.stream=false (a stream carries no token ids)")
         return found + scorer_set_problems(self.scorers)

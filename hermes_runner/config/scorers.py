@@ -109,6 +109,25 @@ def scorer_set_problems(scorers: dict[str, ScorerConfig]) -> list[str]:
     return found + [f"scorers.{n}: a scorer's name is letters, digits, _ . - only" for n in odd]
 
 
+def with_single(scorers: dict[str, ScorerConfig], scorer: ScorerConfig | None) -> dict[str, ScorerConfig]:
+    """`scorers` with the one scorer picked the Hydra way (`scorer=match`) first, named after its kind; as they
+    were when none was picked or that name is taken (`single_scorer_problem` says so)."""
+    if scorer is None or scorer.kind.value in scorers:
+        return scorers
+    return {scorer.kind.value: scorer, **scorers}
+
+
+def single_scorer_problem(scorers: dict[str, ScorerConfig], scorer: ScorerConfig | None) -> str | None:
+    """Why `scorer=KIND` cannot join `scorers`: a scorer of that name is there already."""
+    if scorer is None or scorer.kind.value not in scorers:
+        return None
+    name = scorer.kind.value
+    return (
+        f"scorer={name} and scorers.{name} both name a scorer {name!r}: use scorer=KIND for one scorer, "
+        f"+scorer@scorers.NAME=KIND (each its own name) for several"
+    )
+
+
 def check_scorers(scorers: dict[str, ScorerConfig]) -> list[str]:
     """The problems of a `scorers` mapping (names, one primary, each scorer's own options)."""
     return scorer_set_problems(scorers) + problems(scorers, "scorers")

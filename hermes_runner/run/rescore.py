@@ -1,5 +1,6 @@
 """Score a finished run again, without calling the agent's model (docs/scoring.md).
 
+    hermes-score outputs/my_run scorer=match                # one scorer, named `match`
     hermes-score outputs/my_run +scorer@scorers.answer=match
     hermes-score outputs/my_run +scorer@scorers.answer=match scorers.answer.match.mode=numeric --force
     hermes-score outputs/my_run +scorer@scorers.quality=judge scorers.quality.judge.endpoint.model=gpt-4o
@@ -27,7 +28,15 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from hermes_runner import __version__
-from hermes_runner.config import ScorerConfig, ScorerKind, as_container, check, check_scorers
+from hermes_runner.config import (
+    ScorerConfig,
+    ScorerKind,
+    as_container,
+    check,
+    check_scorers,
+    single_scorer_problem,
+    with_single,
+)
 from hermes_runner.config.root import RunConfig, register_configs
 from hermes_runner.dataset.mapping import Mapping
 from hermes_runner.errors import ConfigError
@@ -80,19 +89,22 @@ def run_config(run_dir: Path) -> RunConfig:
 
 
 def scorer_configs(overrides: list[str]) -> dict[str, ScorerConfig]:
-    """The scorers that Hydra overrides (`+scorer@scorers.NAME=KIND`, `scorers.NAME.x=...`) compose."""
+    """The scorers that Hydra overrides (`scorer=KIND`, `+scorer@scorers.NAME=KIND`, `scorers.NAME.x=...`) compose."""
     register_configs()
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             dcfg = compose(config_name="config", overrides=overrides)
         scorers = OmegaConf.to_object(dcfg.scorers)
+        single = OmegaConf.to_object(dcfg.scorer) if dcfg.get("scorer") is not None else None
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(f"bad scorer overrides {' '.join(overrides)}: {exc}") from None
     finally:
         GlobalHydra.instance().clear()
-    if not scorers:
-        raise ConfigError("no scorer given: add one, e.g. +scorer@scorers.answer=match (docs/scoring.md)")
+    if why := single_scorer_problem(scorers, single):
+        raise ConfigError(why)
+    if not (scorers := with_single(scorers, single)):
+        raise ConfigError("no scorer given: add one, e.g. scorer=match (docs/scoring.md)")
     return scorers
 
 

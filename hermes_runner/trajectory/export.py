@@ -2,7 +2,8 @@
 
     python -m hermes_runner.export outputs/my_run --to parquet   # trajectories.parquet (kept)
     python -m hermes_runner.export outputs/my_run --to hf        # datasets.load_from_disk() dataset (kept)
-    python -m hermes_runner.export outputs/my_run --to openai    # messages + tool_calls + tools JSONL (kept), TRL
+    python -m hermes_runner.export outputs/my_run --to openai    # OpenAI's fine-tuning format (kept): its API's files
+    python -m hermes_runner.export outputs/my_run --to chat      # messages for chat templates (kept): TRL, axolotl
     python -m hermes_runner.export outputs/my_run --to splits    # kept and discarded splits (DatasetDict)
     python -m hermes_runner.export outputs/my_run --to atif      # one ATIF trajectory <key>.json each + index.jsonl
     ... --to atif --discarded                                     # the discarded trajectories too (marked as such)
@@ -11,7 +12,8 @@
     python -m hermes_runner.export outputs/my_run --to splits --pass-fail   # kept rows split into pass / fail
     ... --min-reward 1.0 [--best-of-k]                           # only kept rows with reward >= 1.0 (best sample per row)
     ... --only-completed                                          # only trajectories that ended with an answer
-    ... --to openai --arguments string                            # tool-call arguments as JSON text (OpenAI API)
+    ... --to chat --reasoning inline                              # reasoning as a <think> block (Qwen2.5 trains it)
+    ... --to openai --metadata                                    # also each line's id and metadata (not OpenAI's)
     ... --push-to-hub user/name [--private]                       # also upload (needs a Hugging Face token)
     ... --manifest                                                # + export_manifest.json: hashes, versions, sha256s
     python -m hermes_runner.export --reproduce DIR/export_manifest.json   # the same files, byte for byte
@@ -20,7 +22,8 @@
 Rows are read through the ledger, so a run that is still going exports the prompts finished so far; a dir
 made by `python -m hermes_runner.merge` exports the same way. An empty split is an empty file of the same
 features, not an error.
-The openai export writes its HF features beside it (dataset_features.json); docs/training.md has the recipes.
+The chat and openai exports write their HF features beside them (dataset_features.json); docs/training.md has
+the recipes.
 The atif export (Harbor's Agent Trajectory Interchange Format, trajectory/atif.py) writes one trajectory file per
 kept prompt sample and index.jsonl: a line per file and per failed prompt (which has no trajectory: its error).
 The inspect export is the whole run (every sample, discarded and failed ones too) as `<run_name>.eval` for
@@ -57,9 +60,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("parquet", "hf", "openai", "splits", "atif", "inspect", "tokens")
+FORMATS = ("parquet", "hf", "openai", "chat", "splits", "atif", "inspect", "tokens")
 SPLITS = ("kept", "discarded")
-ARGUMENTS = ("object", "string")  # openai export: tool-call arguments as JSON objects or as JSON text
+ARGUMENTS = ("object", "string")  # chat export: tool-call arguments as JSON objects or as JSON text
+REASONING = ("field", "inline", "drop")  # chat/openai export: reasoning as `reasoning_content`, <think> text, or none
 USAGE_KEYS = {
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
@@ -266,37 +270,36 @@ def to_datasets(splits: dict[str, list[dict]], base: dict | None = None) -> dict
 # -- OpenAI messages -----------------------------------------------------------------------
 
 
-OPENAI_MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
+def openai_message(m: dict, arguments: str = "object", tool_name: bool = True) -> dict:
+    """One message with only the keys it has a value for: `tool_calls` only on an assistant message that calls
+    (Hermes 3 style templates test whether the key is there), `content` left out only beside calls,
+    `reasoning_content` when the reasoning is kept as a field, `tool_call_id` (and with `tool_name`, `name`) on
+    tool results. The calls' `arguments` are JSON objects, as chat templates render them (a string would be
+    encoded twice), or with `arguments="string"` the JSON text OpenAI's API and fine-tuning files carry."""
+    out: dict = {"role": m["role"]}
+    calls = [
+        call_dict(c["id"], c["function"]["name"], parsed_args(c["function"]["arguments"]))
+        for c in m.get("tool_calls") or []
+    ]
+    if arguments == "string":
+        calls = clean_calls(calls)
+    if m.get("content") or not calls:
+        out["content"] = m.get("content") or ""
+    if m.get("reasoning_content"):
+        out["reasoning_content"] = m["reasoning_content"]
+    if calls:
+        out["tool_calls"] = calls
+    if m["role"] == "tool":
+        out["tool_call_id"] = m.get("tool_call_id") or ""
+        if tool_name and m.get("name"):
+            out["name"] = m["name"]
+    return out
 
 
-def openai_message(m: dict, arguments: str = "object") -> dict:
-    """One message with every key of OPENAI_MESSAGE_KEYS (empty when unset), each of one JSON type, and
-    the calls' `arguments` as JSON objects, as chat templates render them (a string would be encoded twice),
-    or with `arguments="string"` as the JSON text the OpenAI API carries."""
-    calls = []
-    for c in m.get("tool_calls") or []:
-        args = parsed_args(c["function"]["arguments"])
-        if arguments == "string":
-            args = json.dumps(args, ensure_ascii=False)
-        calls.append(call_dict(c["id"], c["function"]["name"], args))
-    return {
-        "role": m["role"],
-        "content": m.get("content") or "",
-        "reasoning_content": m.get("reasoning_content") or "",
-        "tool_calls": calls,
-        "tool_call_id": m.get("tool_call_id") or "",
-        "name": m.get("name") or "",
-    }
-
-
-def openai_row(entry: dict, reasoning: str, arguments: str = "object") -> dict:
-    """One line of the openai export: messages, tools (as JSON text: TRL and axolotl parse it), id, metadata,
-    provenance."""
-    conv = to_openai(entry, reasoning=reasoning)
+def openai_metadata(entry: dict) -> dict:
+    """The bookkeeping fields of an exported line: `id` (the prompt's key) and `metadata`."""
     meta = entry.get("metadata") or {}
     return {
-        "messages": [openai_message(m, arguments) for m in conv["messages"]],
-        "tools": json.dumps(conv["tools"], ensure_ascii=False),
         "id": str(meta.get("prompt_key") or entry.get("prompt_index")),
         "metadata": {
             "prompt_index": int(entry.get("prompt_index", -1)),
@@ -312,16 +315,31 @@ def openai_row(entry: dict, reasoning: str, arguments: str = "object") -> dict:
     }
 
 
-def openai_features(arguments: str = "object") -> dict:
-    """`datasets.Features.to_dict()` of the openai export (datasets >= 5: object `arguments` are `Json`)."""
-    v = _value
-    args = v("string") if arguments == "string" else {"_type": "Json"}
-    call = {"id": v("string"), "type": v("string"), "function": {"name": v("string"), "arguments": args}}
-    message = {k: v("string") for k in OPENAI_MESSAGE_KEYS if k != "tool_calls"}
-    message["tool_calls"] = _list(call)
+def chat_row(entry: dict, reasoning: str, arguments: str = "object") -> dict:
+    """One line of the chat export: messages, tools (as JSON text: TRL and axolotl parse it), id, metadata."""
+    conv = to_openai(entry, reasoning=reasoning)
     return {
-        "messages": _list({k: message[k] for k in OPENAI_MESSAGE_KEYS}),
-        "tools": v("string"),
+        "messages": [openai_message(m, arguments) for m in conv["messages"]],
+        "tools": json.dumps(conv["tools"], ensure_ascii=False),
+        **openai_metadata(entry),
+    }
+
+
+def fine_tuning_row(entry: dict, reasoning: str, metadata: bool = False) -> dict:
+    """One line of OpenAI's fine-tuning format: `messages` (arguments as JSON text, no empty keys) and `tools`
+    (an array of function specs, left out when the row had none); `id` and `metadata` only when asked."""
+    conv = to_openai(entry, reasoning=reasoning)
+    row: dict = {"messages": [openai_message(m, "string", tool_name=False) for m in conv["messages"]]}
+    if conv["tools"]:
+        row["tools"] = conv["tools"]
+    return row | (openai_metadata(entry) if metadata else {})
+
+
+def openai_features(fmt: str = "chat", metadata: bool = True) -> dict:
+    """`datasets.Features.to_dict()` of the chat or openai export (datasets >= 5): each message is `Json`, so it
+    loads with its own keys only (no key filled with null) and object `arguments` stay objects."""
+    v = _value
+    meta = {
         "id": v("string"),
         "metadata": {
             "prompt_index": v("int64"),
@@ -334,18 +352,27 @@ def openai_features(arguments: str = "object") -> dict:
         },
         PROVENANCE: {k: v("string") for k in PROVENANCE_KEYS},
     }
+    tools = _list({"_type": "Json"}) if fmt == "openai" else v("string")
+    return {"messages": _list({"_type": "Json"}), "tools": tools, **(meta if metadata else {})}
 
 
-def write_openai(entries: list[dict], path: Path, reasoning: str, arguments: str = "object") -> int:
+def write_openai(
+    entries: list[dict], path: Path, reasoning: str, arguments: str = "object", fmt: str = "chat", metadata: bool = True
+) -> int:
+    """Write the chat export (`fmt="chat"`) or OpenAI's fine-tuning format (`fmt="openai"`) and its features."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [openai_row(e, reasoning, arguments) for e in entries]
+    if fmt == "openai":
+        rows = [fine_tuning_row(e, reasoning, metadata) for e in entries]
+    else:
+        rows = [chat_row(e, reasoning, arguments) for e in entries]
     # datasets infers types per 10 MB chunk: a first chunk without any tool call would type `tool_calls`
     # as null and fail on the later ones, so the first row with calls (if any) leads the file.
-    first = next((i for i, r in enumerate(rows) if any(m["tool_calls"] for m in r["messages"])), None)
+    first = next((i for i, r in enumerate(rows) if any(m.get("tool_calls") for m in r["messages"])), None)
     if first:
         rows.insert(0, rows.pop(first))
     atomic_write(path, (dumps_line(r) for r in rows))
-    atomic_write(path.parent / FEATURES_FILE, (json.dumps(openai_features(arguments), indent=2) + "\n").encode())
+    features = openai_features(fmt, metadata=fmt == "chat" or metadata)
+    atomic_write(path.parent / FEATURES_FILE, (json.dumps(features, indent=2) + "\n").encode())
     return len(entries)
 
 
@@ -410,6 +437,23 @@ def write_token_rows(run: RunData, kept: list[dict], path: Path, drift: str) -> 
     return path, counts
 
 
+def openai_options(fmt: str, reasoning: str | None, arguments: str | None) -> tuple[str, str]:
+    """The reasoning and arguments forms of the chat or openai export, defaults per format: OpenAI's fine-tuning
+    format has no reasoning field (dropped unless asked) and carries arguments as JSON text only."""
+    if reasoning is not None and reasoning not in REASONING:
+        raise ExportError(f"unknown reasoning form {reasoning!r}; choose one of {', '.join(REASONING)}")
+    if arguments is not None and arguments not in ARGUMENTS:
+        raise ExportError(f"unknown arguments form {arguments!r}; choose one of {', '.join(ARGUMENTS)}")
+    if fmt == "openai":
+        if arguments == "object":
+            raise ExportError(
+                "--to openai writes OpenAI's fine-tuning format, whose tool-call arguments are JSON text: "
+                "for arguments as objects (chat templates) use --to chat"
+            )
+        return reasoning or "drop", "string"
+    return reasoning or "field", arguments or "object"
+
+
 # -- the command -------------------------------------------------------------------------------
 
 
@@ -417,12 +461,13 @@ def export(
     run_dir: Path | str,
     fmt: str,
     out: Path | str | None = None,
-    reasoning: str = "field",
+    reasoning: str | None = None,
     min_reward: float | None = None,
     best: bool = False,
     pass_fail: bool = False,
     only_completed: bool = False,
-    arguments: str = "object",
+    arguments: str | None = None,
+    metadata: bool = False,
     discarded: bool = False,
     table: dict | None = None,
     drift: str = "mask",
@@ -439,8 +484,7 @@ def export(
         )
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if arguments not in ARGUMENTS:
-        raise ExportError(f"unknown arguments form {arguments!r}; choose one of {', '.join(ARGUMENTS)}")
+    reasoning, arguments = openai_options(fmt, reasoning, arguments)
     runs = find_runs(run_dir)
     if runs != [Path(run_dir)]:
         raise ExportError(
@@ -458,9 +502,9 @@ def export(
         table.update(prov.table)
     splits = select(splits, min_reward, best, pass_fail)
     counts = {k: len(v) for k, v in splits.items()}
-    if fmt == "openai":
-        path = target / "trajectories.openai.jsonl"
-        write_openai(splits["kept"], path, reasoning, arguments)
+    if fmt in ("openai", "chat"):
+        path = target / f"trajectories.{fmt}.jsonl"
+        write_openai(splits["kept"], path, reasoning, arguments, fmt, metadata)
         return path, counts
     if fmt == "atif":
         write_atif(run, splits, target)
@@ -502,7 +546,7 @@ def push_to_hub(path: Path, fmt: str, repo: str, private: bool) -> str:
         raise ExportError("an Inspect eval log is not a dataset: copy the .eval file where `inspect view` reads it")
     if not get_token():
         raise ExportError("no Hugging Face token: run `hf auth login` or set HF_TOKEN, then push again")
-    if fmt == "openai":
+    if fmt in ("openai", "chat"):
         api = HfApi()
         api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
         api.upload_file(path_or_fileobj=str(path), path_in_repo="data/train.jsonl", repo_id=repo, repo_type="dataset")

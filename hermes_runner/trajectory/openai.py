@@ -14,6 +14,7 @@ def to_openai(entry: dict, reasoning: str = "field") -> dict:
         raise ValueError(f"reasoning must be field, inline or drop, not {reasoning!r}")
     messages: list[dict] = []
     tools: list[dict] = []
+    calls: list[dict] = []
     turns = entry.get("conversations") or []
     for i, turn in enumerate(turns):
         who, value = turn.get("from"), turn.get("value") or ""
@@ -37,12 +38,13 @@ def to_openai(entry: dict, reasoning: str = "field") -> dict:
             elif msg["content"] is None:
                 msg["content"] = ""
             messages.append(msg)
-        elif who == "tool":
-            for r in tool_responses(value):
+        elif who == "tool":  # (a result without an id answers the call at its position)
+            ids = [c["id"] for c in calls]
+            for n, r in enumerate(tool_responses(value)):
                 messages.append(
                     {
                         "role": "tool",
-                        "tool_call_id": r["tool_call_id"] or "",
+                        "tool_call_id": r["tool_call_id"] or (ids[n] if n < len(ids) else ""),
                         "name": r["name"] or "",
                         "content": r["content"],
                     }

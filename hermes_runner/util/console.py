@@ -12,6 +12,14 @@ console = Console(stderr=True)
 FILE_ONLY = "file_only"  # `extra={FILE_ONLY: True}`: a log record for the log files, not the console
 
 
+def stdout_console(**kwargs: object) -> Console:
+    """A console for a command's own lines on stdout: wrapped at word boundaries to a terminal's width, whole
+    lines (no wrapping) when stdout is a pipe or file, so that a log or a grep sees each line as one."""
+    out = Console(**kwargs)  # type: ignore[arg-type]
+    out.soft_wrap = not out.is_terminal
+    return out
+
+
 def _not_file_only(record: logging.LogRecord) -> bool:
     return not getattr(record, FILE_ONLY, False)
 

@@ -161,18 +161,21 @@ def test_completion_query_for_the_console_script():
 @pytest.mark.slow
 def test_wheel_install_runs_from_any_directory(tmp_path):
     """A real (non-editable) install of the built wheel has the configs: `hermes-runner --help`, `--cfg job`
-    and list_distributions work from another directory. Dependencies come from this venv (a .pth)."""
+    and list_distributions work from another directory. Dependencies come from this venv (a .pth). Building
+    it prints no warning of ours (pyproject.toml's metadata as setuptools wants it)."""
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns(".venv*", "outputs", "multirun", "build", "*.egg-info", "__pycache__", ".git")
     shutil.copytree(ROOT, src, ignore=ignore)
     wheels = tmp_path / "wheels"
     built = subprocess.run(
-        [PY, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)],
+        [PY, "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), str(src)],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert built.returncode == 0, built.stderr[-2000:]
+    # (without -q pip shows the build backend's warnings, e.g. setuptools' deprecation of a `license` table)
+    assert "Deprecat" not in built.stdout + built.stderr and "Warning" not in built.stdout + built.stderr, built.stderr
     (wheel,) = wheels.glob("hermes_runner-*.whl")
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=False)

@@ -7,11 +7,14 @@ max_turns stops, invalid-call stops, discards and failures, across several batch
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from hermes_runner.commands.export import main as export_main
 from hermes_runner.config import OutputLayout
 from hermes_runner.testing.scripted_server import ScriptedServer
 from hermes_runner.trajectory.entry import FEATURES_FILE
@@ -19,7 +22,9 @@ from hermes_runner.trajectory.export import export
 from hermes_runner.trajectory.openai import to_openai
 
 from tests.helpers.consumers import run_consumer
+from tests.helpers.openai_ft import check_file
 from tests.helpers.run import ROOT, base_overrides, compose_cfg, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.trl_training import HERMES3_TEMPLATE, TRAIN, recipes
 
 TRAINING_DOC = ROOT / "docs" / "training.md"
 
@@ -67,7 +72,7 @@ def with_targets(rows: list[dict]) -> list[dict]:
     return [{**row, "want": wants[i]} if i in wants else row for i, row in enumerate(rows)]
 
 
-def make_mixed_run(server: ScriptedServer, base: Path, name: str, *overrides: str) -> Path:
+def make_mixed_run(server: ScriptedServer, base: Path, name: str, *overrides: str, k: int = 1) -> Path:
     base.mkdir(parents=True, exist_ok=True)
     workdir = base / "workdir"
     workdir.mkdir(exist_ok=True)
@@ -75,13 +80,14 @@ def make_mixed_run(server: ScriptedServer, base: Path, name: str, *overrides: st
     cfg = compose_cfg(
         base_overrides(server, base)
         + [f"run_name={name}", f"dataset_file={ds}", "batch_size=4", "max_turns=3", "sandbox.local.isolation=none"]
-        + ["limits.prompt_max_tokens=500000"]
+        + ["limits.prompt_max_tokens=500000", f"samples_per_prompt={k}"]
         + list(overrides)
     )
     run_dir = base / name
     code, stats = run_inprocess(cfg, run_dir)
     assert code == 1 and stats is not None  # one prompt fails by design
-    assert stats["prompts"]["ok"] == 11 and stats["prompts"]["discarded"] == 1 and stats["prompts"]["failed"] == 1
+    assert stats["prompts"]["ok"] == 11 * k  # (a scripted failure is spent once: a second sample goes on)
+    assert k > 1 or (stats["prompts"]["discarded"] == 1 and stats["prompts"]["failed"] == 1)
     return run_dir
 
 
@@ -102,6 +108,13 @@ def scored(_server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) ->
         "+scorer@scorers.answer=match",
         "dataset.fields.target=want",
     )
+
+
+@pytest.fixture(scope="module")
+def sampled(_server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The mixed run with k = 2 samples of each row."""
+    _server.reset()
+    return make_mixed_run(_server, tmp_path_factory.mktemp("sampled"), "sampled", k=2)
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +181,9 @@ def test_max_turns_without_final_summary_trims_to_the_assistant_turn(_server: Sc
     for e in loops:
         assert e["api_calls"] == 3 and e["conversations"][-1]["from"] == "gpt"
         assert e["conversations"][-1]["value"].count("<tool_call>") == 1  # the unanswered last call, once
+    path, _ = export(run, "openai", tmp_path / "oa")  # a line may end on calls: OpenAI's rules allow it
+    assert check_file(path) == Counter()
+    assert sum(r["messages"][-1].get("tool_calls") is not None for r in read_jsonl(path)) >= 2
 
 
 # -- HF datasets, both major versions ---------------------------------------------------------
@@ -292,7 +308,7 @@ for row in ds:
     example = maybe_convert_to_chatml({"conversations": row["conversations"]})
     rendered.append(apply_chat_template(example, tok)["text"])
 out["sharegpt"] = [{"prompt_key": r["metadata"]["prompt_key"], "text": t} for r, t in zip(ds, rendered)]
-# 2. The openai export with TRL's own Qwen2.5 template, tools parsed from their JSON text as SFTTrainer does.
+# 2. The chat export with TRL's own Qwen2.5 template, tools parsed from their JSON text as SFTTrainer does.
 qwen = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
 tok = tokenizer(qwen)
 for mode in ("plain", "features"):
@@ -312,7 +328,7 @@ print(json.dumps(out))
 @pytest.mark.parametrize("run", ["mixed", "scored"])
 def test_trl_renders_each_tool_call_once(run: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     mixed = request.getfixturevalue(run)
-    path, _ = export(mixed, "openai", tmp_path / "oa")
+    path, _ = export(mixed, "chat", tmp_path / "chat")
     args = {
         "sharegpt": sorted(str(p) for p in mixed.glob("batch_*.jsonl")),
         "hermes_template": HERMES_TEMPLATE,
@@ -334,6 +350,25 @@ def test_trl_renders_each_tool_call_once(run: str, request: pytest.FixtureReques
             for m in re.finditer(r"<tool_call>\n(.*?)\n</tool_call>", answer, re.S):
                 args = json.loads(m.group(1))["arguments"]
                 assert isinstance(args, dict) and None not in args.values()  # an object, encoded once, as made
+
+
+# -- OpenAI fine-tuning --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run", ["mixed", "scored", "sampled"])
+def test_openai_export_passes_openais_fine_tuning_rules(run: str, request: pytest.FixtureRequest, tmp_path: Path):
+    """Parallel calls, max_turns stops (ended by the final summary; trimmed ones: the test above), invalid-call
+    and token-limit stops, reasoning, scores and k samples: every line of `--to openai` passes OpenAI's rules
+    (tests/helpers/openai_ft.py), with each call of the run once."""
+    source = request.getfixturevalue(run)
+    path, counts = export(source, "openai", tmp_path / "oa")
+    rows = read_jsonl(path)
+    assert counts["kept"] == len(rows) == len(read_jsonl(source / "trajectories.jsonl")) >= 11
+    assert check_file(path) == Counter()
+    made = sum(calls_in_source(e) for e in read_jsonl(source / "trajectories.jsonl"))
+    assert sum(len(m.get("tool_calls", [])) for r in rows for m in r["messages"]) == made
+    assert any(len(m.get("tool_calls", [])) > 1 for r in rows for m in r["messages"])  # parallel calls are there
+    assert all(isinstance(r["tools"], list) for r in rows)
 
 
 # -- axolotl ----------------------------------------------------------------------------------------
@@ -510,3 +545,50 @@ def test_structured_layout_keeps_the_calls_once_as_objects(_server: ScriptedServ
     made = [[c["function"]["arguments"] for t in e["conversations"] for c in t["tool_calls"]] for e in entries]
     assert sorted(map(json.dumps, got)) == sorted(map(json.dumps, made))
     assert json.loads((run / "run.json").read_text())["data_config"]["output.layout"] == OutputLayout.structured.value
+
+
+# -- TRL training: the recipes of docs/training.md, as written -----------------------------------------------
+
+
+def test_trl_recipes_train_exactly_the_assistant_turns(mixed: Path, tmp_path: Path) -> None:
+    """A real SFTTrainer (assistant_only_loss=True) on a tiny local model, for each TRL recipe: finite, falling
+    loss; the trained text of each row is its assistant turns, each once, reasoning and calls included (the chat
+    export with `--reasoning inline`, as the recipe says). Hermes 3's tool_use template renders every final
+    answer and every call of both once."""
+    assert export_main([str(mixed), "--to", "chat", "--reasoning", "inline"]) == 0  # the recipe's command
+    chat = mixed / "export" / "chat" / "trajectories.chat.jsonl"
+    model_dir = tmp_path / "tiny-qwen2"
+    args = {
+        "model_dir": str(model_dir),
+        "texts": [str(mixed / "trajectories.jsonl"), str(chat)],
+        "recipes": recipes(mixed, model_dir),
+        "hermes3": str(HERMES3_TEMPLATE),
+        "chat": str(chat),
+        "chat_features": str(chat.parent / FEATURES_FILE),
+        "trajectories": str(mixed / "trajectories.jsonl"),
+    }
+    assert set(args["recipes"]) == {"trl-chat", "trl-hermes"}
+    out = json.loads(run_consumer("trl", TRAIN, json.dumps(args), timeout=1200).stdout.splitlines()[-1])
+    source = {e["metadata"]["prompt_key"]: e for e in read_jsonl(mixed / "trajectories.jsonl")}
+    chat_rows = {r["id"]: r for r in read_jsonl(chat)}
+    order = {"trl-chat": list(chat_rows), "trl-hermes": list(source)}
+    for name, keys in order.items():
+        got = out[name]
+        assert got["steps"] == 3 and len(got["losses"]) == 3 and all(math.isfinite(x) for x in got["losses"])
+        assert got["losses"][-1] < got["losses"][0], got["losses"]
+        for key, row in zip(keys, got["rows"], strict=True):
+            turns = [t["value"] for t in source[key]["conversations"] if t["from"] == "gpt"]
+            assert row["trained"] == [f"\n{v}<|im_end|>\n" for v in turns], (name, key)  # each turn, nothing else
+    for name in ("hermes3_chat", "hermes3_hermes"):
+        assert len(out[name]) == 11
+        for r in out[name]:
+            entry, text = source[r["id"]], r["text"].split("<|im_start|>user", 1)[1]
+            assert text.count("<tool_call>") == calls_in_source(entry), (name, r["id"])
+            assert "<|im_start|>assistant<|im_end|>" not in text  # no answer lost
+            said = re.findall(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", text, re.S)  # the assistant turns
+            if name == "hermes3_chat":  # (the template renders a calling turn as its calls only)
+                messages = chat_rows[r["id"]]["messages"]
+                finals = [m["content"] for m in messages if m["role"] == "assistant" and "tool_calls" not in m]
+                assert [t for t in said if not t.startswith("<tool_call>")] == finals, r["id"]
+            else:
+                assert said == [t["value"] for t in entry["conversations"] if t["from"] == "gpt"], r["id"]

@@ -6,30 +6,27 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
-from openai.types.chat import (
-    ChatCompletionMessageFunctionToolCallParam,
-    ChatCompletionMessageParam,
-    ChatCompletionToolParam,
-)
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 from pydantic import TypeAdapter
 
 from hermes_runner.commands.export import main
 from hermes_runner.errors import ExitCode
 from hermes_runner.testing.scripted_server import ScriptedServer
 from hermes_runner.tools.catalog import NOT_IN_HERMES, tool_names
-from hermes_runner.trajectory.export import OPENAI_MESSAGE_KEYS, export
+from hermes_runner.trajectory.export import export
 
+from tests.helpers.openai_ft import check_file
 from tests.helpers.run import ROOT, read_jsonl
 from tests.helpers.sample_run import make_run
 
 MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
 TOOLS = TypeAdapter(list[ChatCompletionToolParam])
-CALLS = TypeAdapter(list[ChatCompletionMessageFunctionToolCallParam])
 
 
 @pytest.fixture(scope="module")
@@ -76,18 +73,6 @@ def assert_one_schema(rows: list[dict]) -> None:
         common = merge_shapes(common, shape(row))
 
 
-def as_openai_api(m: dict) -> dict:
-    """A message of the openai export as the OpenAI API takes it: only its set keys, arguments as JSON text."""
-    out = {k: v for k, v in m.items() if v not in ("", [])}
-    out["content"] = m["content"]
-    if m["tool_calls"]:
-        out["tool_calls"] = [
-            {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
-            for c in m["tool_calls"]
-        ]
-    return out
-
-
 def test_parquet_loads_with_one_schema(sample: Path, stats: dict, tmp_path: Path) -> None:
     path, counts = export(sample, "parquet", tmp_path / "pq")
     assert counts == {"kept": stats["prompts"]["ok"]}
@@ -129,48 +114,39 @@ def test_hf_dataset_and_splits(sample: Path, stats: dict, tmp_path: Path) -> Non
     assert {r["discard_reason"] for r in dd["kept"]} == {""}
 
 
-def test_openai_messages_are_valid(sample: Path, stats: dict, tmp_path: Path) -> None:
+def test_openai_lines_pass_openais_fine_tuning_rules(sample: Path, stats: dict, tmp_path: Path) -> None:
     path, _ = export(sample, "openai", tmp_path / "oa")
-    rows = read_jsonl(path)
+    assert check_file(path) == Counter()  # 0 violations of OpenAI's rules (tests/helpers/openai_ft.py)
+    tagged, _ = export(sample, "openai", tmp_path / "tagged", metadata=True)  # the same lines, with their ids
+    rows = read_jsonl(tagged)
+    assert [{k: r[k] for k in r if k not in ("id", "metadata")} for r in rows] == read_jsonl(path)
     assert len(rows) == stats["prompts"]["ok"]
     originals = {r["metadata"]["prompt_key"]: r for r in read_jsonl(sample / "trajectories.jsonl")}
-    seen_calls = seen_reasoning = 0
+    seen_calls = 0
     for row in rows:
-        msgs, tools = row["messages"], json.loads(row["tools"])  # tools as JSON text: one type in every row
-        assert all(tuple(m) == OPENAI_MESSAGE_KEYS for m in msgs)  # the same keys on every message
-        # arguments are JSON objects (what chat templates render); as OpenAI's strings they are valid messages
-        MESSAGES.validate_python([as_openai_api(m) for m in msgs])
-        TOOLS.validate_python(tools)
-        assert {t["function"]["name"] for t in tools} <= set(tool_names())
+        msgs = row["messages"]
+        MESSAGES.validate_python(msgs)  # the OpenAI SDK's own message types take them as they are
+        TOOLS.validate_python(row["tools"])
+        assert {t["function"]["name"] for t in row["tools"]} <= set(tool_names())
         assert msgs[0]["role"] == "system" and "function-calling AI model" not in msgs[0]["content"]
         assert msgs[1]["role"] == "user"
-        pending: set[str] = set()
-        for m in msgs[1:]:
-            if m["role"] == "tool":
-                assert m["tool_call_id"] in pending, "a tool result answers a call made before it"
-                pending.discard(m["tool_call_id"])
-                assert isinstance(m["content"], str)
-                continue
-            assert not pending, "every tool call gets its result before the next turn"
-            if m["role"] == "assistant":
-                seen_reasoning += bool(m.get("reasoning_content"))
-                assert "<think>" not in (m["content"] or "") and "<tool_call>" not in (m["content"] or "")
-                if m.get("tool_calls"):
-                    assert all(isinstance(c["function"]["arguments"], dict) for c in m["tool_calls"])
-                    CALLS.validate_python(as_openai_api(m)["tool_calls"])
-                    pending |= {c["id"] for c in m["tool_calls"]}
-                    seen_calls += len(m["tool_calls"])
-        orig = originals[row["id"]]
-        gpt = [t for t in orig["conversations"] if t["from"] == "gpt"]
+        for m in msgs:
+            assert "reasoning_content" not in m and "<think>" not in m.get("content", "")  # dropped by default
+            assert "<tool_call>" not in m.get("content", "") or m["role"] == "tool"
+            seen_calls += len(m.get("tool_calls", []))
+        gpt = [t for t in originals[row["id"]]["conversations"] if t["from"] == "gpt"]
         assert sum(m["role"] == "assistant" for m in msgs) == len(gpt)
-        assert sum(len(m["tool_calls"]) for m in msgs) == sum(t["value"].count("<tool_call>") for t in gpt)
-    kept_calls = sum(t["count"] for t in stats["tool_statistics"].values())
-    assert seen_calls == kept_calls and seen_reasoning > 0
+        assert sum(len(m.get("tool_calls", [])) for m in msgs) == sum(t["value"].count("<tool_call>") for t in gpt)
+    assert seen_calls == sum(t["count"] for t in stats["tool_statistics"].values())
 
-    inline, _ = export(sample, "openai", tmp_path / "inline", reasoning="inline")
+    inline, _ = export(sample, "chat", tmp_path / "inline", reasoning="inline")
     think = [m for r in read_jsonl(inline) for m in r["messages"] if m["role"] == "assistant"]
-    assert all(m["reasoning_content"] == "" for m in think)
-    assert any((m["content"] or "").startswith("<think>\n") for m in think)
+    assert all("reasoning_content" not in m for m in think)
+    assert any(m.get("content", "").startswith("<think>\n") for m in think)
+    kept, _ = export(sample, "openai", tmp_path / "field", reasoning="field", metadata=True)
+    asked = read_jsonl(kept)
+    assert all({"id", "metadata"} <= set(r) for r in asked)
+    assert any("reasoning_content" in m for r in asked for m in r["messages"])  # an extra field, as asked
 
 
 def test_export_command(sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -269,18 +245,17 @@ def test_only_completed(sample: Path, stats: dict, tmp_path: Path) -> None:
     assert len(read_jsonl(tmp_path / "oa" / "trajectories.openai.jsonl")) == stats["prompts"]["completed"]
 
 
-def test_openai_arguments_as_json_text(sample: Path, tmp_path: Path) -> None:
-    assert main([str(sample), "--to", "openai", "--arguments", "string", "--out", str(tmp_path / "oa")]) == 0
-    path = tmp_path / "oa" / "trajectories.openai.jsonl"
-    calls = [c for r in read_jsonl(path) for m in r["messages"] for c in m["tool_calls"]]
+def test_chat_arguments_as_json_text_and_openai_refuses_objects(sample: Path, tmp_path: Path) -> None:
+    assert main([str(sample), "--to", "chat", "--arguments", "string", "--out", str(tmp_path / "c")]) == 0
+    path = tmp_path / "c" / "trajectories.chat.jsonl"
+    calls = [c for r in read_jsonl(path) for m in r["messages"] for c in m.get("tool_calls", [])]
     assert calls and all(isinstance(c["function"]["arguments"], str) for c in calls)
-    for r in read_jsonl(path):  # as the OpenAI API takes them, unchanged
-        MESSAGES.validate_python(
-            [{k: v for k, v in m.items() if v not in ("", [])} | {"content": m["content"]} for m in r["messages"]]
-        )
-    features = json.loads((tmp_path / "oa" / "dataset_features.json").read_text())
+    features = json.loads((tmp_path / "c" / "dataset_features.json").read_text())
     ds = load_dataset(
         "json", data_files=str(path), split="train", features=__import__("datasets").Features.from_dict(features)
     )
     assert ds.num_rows == len(read_jsonl(path))
-    assert any(c["function"]["arguments"] for r in ds for m in r["messages"] for c in m["tool_calls"])
+    assert [r["messages"] for r in ds] == [r["messages"] for r in read_jsonl(path)]  # each message as written
+    assert main([str(sample), "--to", "openai", "--arguments", "object", "--out", str(tmp_path / "o")]) == 2
+    assert main([str(sample), "--to", "openai", "--metadata", "--out", str(tmp_path / "m")]) == 0
+    assert check_file(tmp_path / "m" / "trajectories.openai.jsonl", frozenset({"id", "metadata"})) == Counter()

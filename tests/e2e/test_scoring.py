@@ -51,6 +51,20 @@ def test_match_in_a_run_sets_reward_and_scores_and_min_reward_discards(make_cfg,
     assert set(ledger[0]["scores"][0]) == {"name", "kind", "value", "passed", "error"}
 
 
+def test_scorer_equals_match_scores_a_run_and_resumes_as_the_named_form(make_cfg, tmp_path, run_dir):
+    """`scorer=match` (a group option, as Hydra users pick one) scores under the name `match`; the run's data
+    config is the one `+scorer@scorers.match=match` makes, so either spelling resumes it."""
+    rows = [{"prompt": answer("The answer is 42."), "target": "42"}, {"prompt": answer("No idea."), "target": "42"}]
+    ds = write_jsonl(tmp_path / "d.jsonl", rows)
+    code, stats = run_inprocess(make_cfg("scorer=match", "scorer.match.mode=exact", dataset=ds), run_dir)
+    assert code == 0 and stats["prompts"]["ok"] == 2
+    kept = read_jsonl(run_dir / "trajectories.jsonl")
+    assert [e["reward"] for e in kept] == [0.0, 0.0]  # exact: the whole answer is not "42"
+    assert [e["scores"][0]["name"] for e in kept] == ["match", "match"]
+    named = make_cfg("+scorer@scorers.match=match", "scorers.match.match.mode=exact", dataset=ds)
+    assert run_inprocess(named, run_dir)[0] == 0  # the same run: nothing to redo, no force_resume needed
+
+
 def writes(path: str, text: str) -> str:
     step = {
         "reasoning": "write it",

@@ -21,7 +21,7 @@ from hermes_runner.errors import ConfigError
 from tests.helpers.run import CONF
 
 HYDRA_GROUPS = ("hydra/job_logging", "hydra/launcher")  # Hydra's own groups, under conf/hydra/
-# groups the defaults list holds (`group=name`); scorer/ is appended by name (`+scorer@scorers.NAME=...`), below
+# groups the defaults list holds (`group=name`); scorer/ is tested by name (`+scorer@scorers.NAME=...`), below
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment", "scorer"))
 OPTIONS = {g: sorted(y.stem for y in (CONF / g).glob("*.yaml")) for g in GROUPS}
 ROWS = [
@@ -99,6 +99,22 @@ def test_scorer_yaml_composes_into_a_valid_run_config(override: str):
     target = ("scorers.s._target_=tests.unit.scorers.test_scorers.dict_score",) if kind == "python" else ()  # required
     cfg = _validated((override, *target))
     assert cfg.scorers["s"].kind.value == kind
+
+
+def test_scorer_equals_match_picks_one_scorer_the_hydra_way():
+    """`scorer=match` (a group option as Hydra users pick one) is the same config as `+scorer@scorers.match=match`,
+    comes first beside named ones (so it is the primary), and takes its options as `scorer.match.*`."""
+    one = _validated(("scorer=match", "scorer.match.mode=exact"))
+    named = _validated(("+scorer@scorers.match=match", "scorers.match.match.mode=exact"))
+    assert one.scorer is None and list(one.scorers) == ["match"] and one.scorers["match"].match.mode.value == "exact"
+    assert as_container(one) == as_container(named)  # the same run data: a resume with either spelling is the same run
+    both = _validated(("scorer=judge", "+scorer@scorers.tests=verify"))
+    assert list(both.scorers) == ["judge", "tests"]
+
+
+def test_scorer_equals_kind_beside_a_scorer_of_that_name_is_refused():
+    with pytest.raises(ConfigError, match=r"scorer=match and scorers.match both name a scorer"):
+        _validated(("scorer=match", "+scorer@scorers.match=judge"))
 
 
 @pytest.mark.parametrize("override", [f"{g}={y.stem}" for g in HYDRA_GROUPS for y in sorted((CONF / g).glob("*.yaml"))])

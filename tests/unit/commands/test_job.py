@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 from rich.console import Console
 
-from hermes_runner.commands.job import check_run_name, load_distributions, print_plan, print_results, summary_lines
+from hermes_runner.commands.job import (
+    check_run_name,
+    load_distributions,
+    print_plan,
+    print_results,
+    print_summary,
+    summary_lines,
+)
 from hermes_runner.errors import ConfigError
 from hermes_runner.run.plan import Plan
+from hermes_runner.util.console import stdout_console
 
 from tests.helpers.inprocess import run_cfg
 
@@ -89,3 +98,29 @@ def test_the_results_table_gives_pass_hat_k_and_every_k():
     assert "pass^2" in text and "0.250 ± 0.050" in text and "for every k" in text
     per_k = text.split("for every k", 1)[1]
     assert "0.750 ± 0.200" in per_k and "0.250 ± 0.050" in per_k and "0.500 ± 0.100" in per_k
+
+
+@pytest.mark.parametrize("width", [40, 80, 123])
+def test_the_end_summary_wraps_at_word_boundaries_on_a_terminal(width):
+    """On a terminal of any width every printed line fits and no word is cut; piped, each line stays whole."""
+    stats = {
+        "prompts": {"ok": 30, "completed": 20, "partial": 4, "stopped": 6, "discarded": 2, "failed": 3,
+                    "pending": 0, "total": 35},
+        "stopped_reasons": {"max_turns": 6}, "discarded_by_reason": {"no_reasoning": 2},
+        "failed_by_error": {"PromptTimeout": 3}, "stop_reasons": {"final_answer": 20, "max_turns": 6},
+        "invocation": {"prompts": 35, "seconds": 12.5, "prompts_per_s": 2.8, "retries": 1, "rate_limited": 0,
+                       "backoff_seconds": 0.0},
+        "api_calls": 140, "tool_statistics": {}, "trajectories": 30, "duration_seconds": 12.5,
+        "reasoning_statistics": {"coverage_percent": 50.0, "total_assistant_turns": 100},
+        "usage": {"total_tokens": 12000, "prompt_tokens": 10000, "completion_tokens": 2000, "cost_usd": 0.0},
+    }  # fmt: skip
+    out = io.StringIO()
+    term = stdout_console(file=out, force_terminal=True, width=width, color_system=None)
+    print_summary(term, stats, Path("outputs/unit"))
+    printed = [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
+    whole = io.StringIO()
+    print_summary(stdout_console(file=whole, width=width), stats, Path("outputs/unit"))  # a file: no wrapping
+    words = whole.getvalue().split()
+    assert len(printed) > len(whole.getvalue().strip().splitlines())  # (it did wrap)
+    assert all(len(line) <= width for line in printed), printed
+    assert " ".join(printed).split() == words  # the same words in the same order: none cut in two

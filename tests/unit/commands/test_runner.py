@@ -31,6 +31,10 @@ def test_the_help_page_lists_the_groups_with_their_default_and_the_options():
     groups = help_groups()
     assert "sandbox" in groups and "local*" in groups and "_schema" not in groups
     assert "experiment" in global_groups()
+    lines = groups.splitlines()
+    scorer = next(line for line in lines if line.split()[0] == "scorer")
+    assert "scorer=match" in scorer and "experiment" not in scorer  # its own line, the simple form first
+    assert scorer.index("scorer=match") < scorer.index("+scorer@scorers.NAME")
     assert any(line.strip().startswith("num_workers=") for line in help_options().splitlines())
 
 
