@@ -119,7 +119,7 @@ def test_openai_lines_pass_openais_fine_tuning_rules(sample: Path, stats: dict, 
     assert check_file(path) == Counter()  # 0 violations of OpenAI's rules (tests/helpers/openai_ft.py)
     tagged, _ = export(sample, "openai", tmp_path / "tagged", metadata=True)  # the same lines, with their ids
     rows = read_jsonl(tagged)
-    assert [{k: r[k] for k in r if k not in ("id", "metadata")} for r in rows] == read_jsonl(path)
+    assert [{k: r[k] for k in r if k not in ("id", "metadata", "provenance")} for r in rows] == read_jsonl(path)
     assert len(rows) == stats["prompts"]["ok"]
     originals = {r["metadata"]["prompt_key"]: r for r in read_jsonl(sample / "trajectories.jsonl")}
     seen_calls = 0
@@ -258,4 +258,7 @@ def test_chat_arguments_as_json_text_and_openai_refuses_objects(sample: Path, tm
     assert [r["messages"] for r in ds] == [r["messages"] for r in read_jsonl(path)]  # each message as written
     assert main([str(sample), "--to", "openai", "--arguments", "object", "--out", str(tmp_path / "o")]) == 2
     assert main([str(sample), "--to", "openai", "--metadata", "--out", str(tmp_path / "m")]) == 0
-    assert check_file(tmp_path / "m" / "trajectories.openai.jsonl", frozenset({"id", "metadata"})) == Counter()
+    assert (
+        check_file(tmp_path / "m" / "trajectories.openai.jsonl", frozenset({"id", "metadata", "provenance"}))
+        == Counter()
+    )

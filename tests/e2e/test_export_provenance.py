@@ -82,7 +82,7 @@ def test_every_row_of_every_format_has_provenance(run: Path, exported: Path) -> 
         "parquet": pq.read_table(exported / "parquet" / "trajectories.parquet").to_pylist(),
         "hf": list(load_from_disk(str(exported / "hf"))),
         "splits": [r for split in load_from_disk(str(exported / "splits")).values() for r in split],
-        "openai": read_jsonl(exported / "openai" / "trajectories.openai.jsonl"),
+        "chat": read_jsonl(exported / "chat" / "trajectories.chat.jsonl"),  # (openai: only with --metadata)
         "atif": [
             json.loads((exported / "atif" / line["file"]).read_text())["extra"]
             for line in read_jsonl(exported / "atif" / "index.jsonl")
@@ -94,7 +94,7 @@ def test_every_row_of_every_format_has_provenance(run: Path, exported: Path) -> 
             if n.startswith("samples/")
         ],
     }
-    counts = {"parquet": 2, "hf": 2, "splits": 3, "openai": 2, "atif": 2, "inspect": 3}
+    counts = {"parquet": 2, "hf": 2, "splits": 3, "chat": 2, "atif": 2, "inspect": 3}
     assert {f: len(r) for f, r in rows.items()} == counts
     for fmt in EXPORTED:  # every format has its manifest (formats without a reader here included)
         manifest = json.loads((exported / fmt / MANIFEST_FILE).read_text())

@@ -76,9 +76,9 @@ def test_openai_lines_follow_the_fine_tuning_rules_and_chat_lines_keep_only_set_
     assert [m.get("tool_call_id") for m in row["messages"][3:5]] == ["A", "B"]
     assert row["messages"][-1] == {"role": "assistant", "content": "it says data"}
     asked = fine_tuning_row(entry, "field", metadata=True)
-    assert set(asked) == {"messages", "tools", "id", "metadata"}
+    assert set(asked) == {"messages", "tools", "id", "metadata", "provenance"}
     assert violations(asked) and not [
-        v for v in violations(asked, frozenset({"id", "metadata"})) if v != "message_unrecognized_key"
+        v for v in violations(asked, frozenset({"id", "metadata", "provenance"})) if v != "message_unrecognized_key"
     ]  # reasoning_content and the bookkeeping only when asked
     chat = chat_row(entry, "field")
     assert [sorted(m) for m in chat["messages"]] == [
