@@ -22,14 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.report import blow_up  # noqa: E402
+from bench.report import big_run  # noqa: E402
 from hermes_runner.rundir.reader import RunData  # noqa: E402
-from hermes_runner.testing.scripted_server import ScriptedServer  # noqa: E402
 from hermes_runner.trajectory.export import read_splits  # noqa: E402
 from hermes_runner.trajectory.provenance import Provenance  # noqa: E402
 from hermes_runner.trajectory.reproduce import export_one  # noqa: E402
-
-from tests.helpers.sample_run import make_run  # noqa: E402
 
 
 def best(fn: Callable[[], object], n: int = 3) -> float:
@@ -58,13 +55,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        server = ScriptedServer().start()
-        try:
-            sample = make_run(server, base / "sample")
-        finally:
-            server.stop()
-        big = base / "big"
-        blow_up(sample, big, args.prompts)
+        sample, big = big_run(base, args.prompts)
         shutil.copy(sample / "invocations.jsonl", big / "invocations.jsonl")
         alone = best(lambda: rows_alone(big))
         with_prov = best(lambda: rows_with_provenance(big))

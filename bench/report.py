@@ -30,6 +30,18 @@ from hermes_runner.testing.scripted_server import ScriptedServer  # noqa: E402
 from tests.helpers.sample_run import make_run  # noqa: E402
 
 
+def big_run(base: Path, prompts: int) -> tuple[Path, Path]:
+    """The scripted sample run (tests/helpers/sample_run.py) under `base` and its copy blown up to `prompts`
+    prompts: (sample, big)."""
+    server = ScriptedServer().start()
+    try:
+        sample = make_run(server, base / "sample")
+    finally:
+        server.stop()
+    blow_up(sample, base / "big", prompts)
+    return sample, base / "big"
+
+
 def blow_up(src: Path, dst: Path, prompts: int) -> None:
     """A run dir of `prompts` prompts made of copies of `src`'s entries."""
     dst.mkdir(parents=True)
@@ -70,14 +82,7 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=20000)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp)
-        server = ScriptedServer().start()
-        try:
-            sample = make_run(server, base / "sample")
-        finally:
-            server.stop()
-        big = base / "big"
-        blow_up(sample, big, args.prompts)
+        _, big = big_run(Path(tmp), args.prompts)
         ideal_s = min(ideal(big) for _ in range(3))
         runs = []
         for _ in range(3):

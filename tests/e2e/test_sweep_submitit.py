@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -14,26 +13,9 @@ from hydra.utils import get_class
 from hermes_runner.rundir.sweep import read_jobs
 
 from tests.helpers.run import CONF, compose_cfg, read_jsonl, run_cli, script, write_jsonl
+from tests.helpers.slurm import sweep_conf
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-
-
-def sweep_conf(tmp_path: Path, server_url: str, dataset: Path) -> Path:
-    """Two scripted-server model configs and the run's settings, in a config dir added to the search path."""
-    conf = tmp_path / "conf"
-    (conf / "model").mkdir(parents=True)
-    (conf / "experiment").mkdir()
-    for name in ("alpha", "beta"):
-        (conf / "model" / f"{name}.yaml").write_text(
-            f"defaults:\n  - model_schema\n  - _self_\nname: {name}\nbase_url: {server_url}\n"
-            "reasoning_api: none\nmax_retries: 0\n"
-        )
-    (conf / "experiment" / "sweep.yaml").write_text(
-        "# @package _global_\n"
-        f"dataset_file: {dataset}\nrun_name: sweep\nprogress: false\nnum_workers: 2\n"
-        f"sandbox:\n  local:\n    root: {tmp_path / 'sandboxes'}\n"
-    )
-    return conf
 
 
 def test_model_sweep_through_submitit_local_resumes_per_job(server, tmp_path):

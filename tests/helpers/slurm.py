@@ -25,7 +25,7 @@ def state(job_id: str) -> SlurmState | None:
     return (slurm_states([job_id]) or {}).get(job_id)
 
 
-def sweep_conf(tmp_path: Path, server_url: str, dataset: Path, models: tuple[str, ...]) -> Path:
+def sweep_conf(tmp_path: Path, server_url: str, dataset: Path, models: tuple[str, ...] = ("alpha", "beta")) -> Path:
     """One scripted-server model config per name and the run's settings (+experiment=sweep), in a config dir
     for hydra.searchpath."""
     conf = tmp_path / "conf"
