@@ -11,12 +11,24 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
+from hermes_runner.agent.external import ExternalAgent
+from hermes_runner.agent.install import Install
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import SessionRunner, SessionSpec
-from hermes_runner.config import CacheConfig, ModelConfig, ProviderConfig, ReasoningConfig, ScorerConfig, ToolsConfig
+from hermes_runner.config import (
+    AgentConfig,
+    AgentKind,
+    CacheConfig,
+    ModelConfig,
+    ProviderConfig,
+    ReasoningConfig,
+    ScorerConfig,
+    ToolsConfig,
+)
 from hermes_runner.model.base import CallHook
 from hermes_runner.model.cache import CachedModel, endpoint_identity, open_cache
 from hermes_runner.model.client import OpenAIChatModel
+from hermes_runner.model.proxy import ModelProxy
 from hermes_runner.sandbox import make_backend
 from hermes_runner.scorers import open_scorers
 from hermes_runner.tools.backends import ToolServices, drawable
@@ -45,6 +57,8 @@ class WorkerSpec:
     pool_size: int = 4  # HTTP connections of this process's model client
     toolsets_dropped: dict[str, str] = field(default_factory=dict)  # toolset -> missing backend: never offered
     rate_share: float = 1.0  # this process's share of model.rate_limit (1/actors on Ray)
+    agent: AgentConfig = field(default_factory=AgentConfig)  # who drives each prompt
+    install: Install = field(default_factory=Install)  # where an external program is (agent.install, resolved)
 
 
 @asynccontextmanager
@@ -74,5 +88,10 @@ async def session_runner(
         stack.push_async_callback(services.aclose)
         scorers = open_scorers(spec.scorers, spec.model, spec.base_url, tool_hooks)  # a judge: metered like a tool
         stack.push_async_callback(scorers.aclose)
-        parts = unavailable, services.by_toolset, dropped, scorers
+        agent = None
+        if spec.agent.kind == AgentKind.external:  # its calls come through the proxy, into the same model path
+            proxy = ModelProxy()
+            stack.push_async_callback(proxy.aclose)
+            agent = ExternalAgent(model, proxy, spec.agent, spec.install, spec.settings, spec.model.name)
+        parts = unavailable, services.by_toolset, dropped, scorers, agent, spec.agent.tool_names
         yield SessionRunner(model, backend, spec.settings, spec.session, *parts)

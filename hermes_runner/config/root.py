@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from hermes_runner.config.agent import AgentConfig, AgentKind
 from hermes_runner.config.check import run_name_problem
 from hermes_runner.config.data import DatasetConfig, FiltersConfig, OutputConfig
 from hermes_runner.config.execution import CacheConfig, ExecutorConfig, LimitsConfig, RetryConfig, ShardConfig
@@ -34,6 +35,7 @@ class RunConfig:
     scorers: dict[str, ScorerConfig] = field(default_factory=dict)
     retry: RetryConfig = field(default_factory=RetryConfig)  # in-run retries of failed prompts
     cache: CacheConfig = field(default_factory=CacheConfig)  # replayed model replies (conf/cache/: cache=off ...)
+    agent: AgentConfig = field(default_factory=AgentConfig)  # who drives each prompt (conf/agent/: agent=external ...)
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)  # how the rows are read and mapped
 
@@ -81,13 +83,23 @@ class RunConfig:
             found.append(
                 "filters.min_reward needs a scorer (scorers is empty: add one, e.g. +scorer@scorers.match=match)"
             )
+        if self.agent.kind == AgentKind.external:  # its only route out must be the model proxy
+            if self.sandbox.backend != "local":
+                found.append(
+                    f"agent.kind=external runs in the local sandbox only (sandbox.backend={self.sandbox.backend})"
+                )
+            elif self.sandbox.local.network:
+                found.append(
+                    "agent.kind=external needs sandbox.local.network=false: the model proxy is its only route out"
+                )
         return found + scorer_set_problems(self.scorers)
 
 
 # the config groups (conf/<group>/) and the schema each of their YAMLs is validated against
 GROUPS = {"model": ModelConfig, "provider": ProviderConfig, "reasoning": ReasoningConfig,
           "distribution": DistributionConfig, "sandbox": SandboxConfig, "executor": ExecutorConfig,
-          "tools": ToolsConfig, "filters": FiltersConfig, "scorer": ScorerConfig, "cache": CacheConfig}  # fmt: skip
+          "tools": ToolsConfig, "filters": FiltersConfig, "scorer": ScorerConfig, "cache": CacheConfig,
+          "agent": AgentConfig}  # fmt: skip
 
 
 def register_configs() -> None:

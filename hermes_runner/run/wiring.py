@@ -3,10 +3,12 @@ the worker spec the sessions are built from, the meters, the executor); each par
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+from hermes_runner.agent import install as agent_install
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import SessionSpec
 from hermes_runner.agent.worker import WorkerSpec
@@ -50,10 +52,17 @@ def worker_spec(
         cfg.limits.prompt_max_tokens, cfg.limits.prompt_max_cost_usd, cfg.output.final_summary, cfg.verbose,
         cfg.log_prefix_chars,
     )  # fmt: skip
+    install = agent_install.resolve(cfg.agent.install, cfg.agent.package)
+    session = session_spec(cfg)
+    if install.binds:  # the program's dirs, read-only in every local sandbox
+        local = dataclasses.replace(
+            session.sandbox.local, system_paths=[*session.sandbox.local.system_paths, *install.binds]
+        )
+        session.sandbox = dataclasses.replace(session.sandbox, local=local)
     return WorkerSpec(
-        session_spec(cfg), settings, cfg.model, cfg.run_name, str(run_dir), cfg.provider, cfg.reasoning,
+        session, settings, cfg.model, cfg.run_name, str(run_dir), cfg.provider, cfg.reasoning,
         cfg.tools, cfg.cache, cfg.scorers, cfg.max_tokens, max(4, cfg.num_workers), base_url, dict(images),
-        cfg.num_workers, dict(dropped),
+        cfg.num_workers, dict(dropped), agent=cfg.agent, install=install,
     )  # fmt: skip
 
 

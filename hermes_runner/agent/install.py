@@ -1,0 +1,95 @@
+"""How an external agent program gets into the local sandbox (`agent.install`): a directory of this host bound
+read-only at its own path (a virtualenv's base Python too), or a pip spec installed once into a venv of the cache."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hermes_runner.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+PIP_PREFIX = "pip:"
+
+
+@dataclass
+class Install:
+    """Where the program is: the dirs the sandbox must see (read-only), its bin/ (first on PATH), its version."""
+
+    binds: list[str] = field(default_factory=list)
+    bin_dir: str = ""
+    version: str = ""
+    python: str = "python3"  # what runs the sandbox's model bridge: the venv's own Python, else the system's
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "hermes-runner" / "agents"
+
+
+def _pip_venv(spec: str) -> Path:
+    """A venv holding `spec` (pip's requirement syntax, several separated by spaces), made once per spec."""
+    venv = cache_root() / hashlib.sha256(spec.encode()).hexdigest()[:16]
+    stamp = venv / ".hermes-installed"
+    if stamp.exists():
+        return venv
+    log.info("agent.install: installing %s into %s", spec, venv)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, capture_output=True)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *spec.split()]
+        subprocess.run(pip, check=True, capture_output=True, text=True)
+    except subprocess.CalledProcessError as exc:
+        tail = (exc.stderr or "").strip().splitlines()[-3:] if isinstance(exc.stderr, str) else []
+        raise ConfigError(f"agent.install={PIP_PREFIX}{spec}: pip failed: {' | '.join(tail) or exc}") from None
+    stamp.write_text(spec)
+    return venv
+
+
+def _base_prefix(venv: Path) -> str | None:
+    """The prefix of a venv's base Python (pyvenv.cfg `home` is its bin/), when it is not a system path."""
+    try:
+        text = (venv / "pyvenv.cfg").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^home\s*=\s*(.+)$", text, re.M)
+    return str(Path(m.group(1).strip()).parent) if m else None
+
+
+def version_of(root: Path, package: str | None) -> str:
+    """The installed version of `package` in the venv or dir `root` ("" when not found)."""
+    if not package:
+        return ""
+    norm = re.sub(r"[-_.]+", "_", package).lower()
+    for meta in root.glob("lib/python*/site-packages/*.dist-info/METADATA"):
+        name, _, version = meta.parent.name.removesuffix(".dist-info").rpartition("-")
+        if re.sub(r"[-_.]+", "_", name).lower() == norm:
+            return version
+    return ""
+
+
+def resolve(install: str | None, package: str | None) -> Install:
+    """The program's install (ConfigError: a path that is not a directory, a pip spec pip cannot install)."""
+    if not install:
+        return Install()
+    root = _pip_venv(install[len(PIP_PREFIX) :].strip()) if install.startswith(PIP_PREFIX) else Path(install)
+    if not root.is_absolute() or not root.is_dir():
+        raise ConfigError(f"agent.install={install!r} is not an absolute path of a directory (or pip:<spec>)")
+    root = root.resolve()
+    binds = [str(root)]
+    if (base := _base_prefix(root)) and not any(base == p or base.startswith(p + "/") for p in ("/usr", "/opt")):
+        binds.append(base)
+    bin_dir = root / "bin"
+    python = bin_dir / "python"
+    return Install(
+        binds,
+        str(bin_dir if bin_dir.is_dir() else root),
+        version_of(root, package),
+        str(python) if python.exists() else "python3",
+    )

@@ -1,0 +1,46 @@
+"""agent=external: real agent programs in the local sandbox, their model calls through the recording proxy to the
+scripted server; the trajectory rebuilt from the calls, scored in the same sandbox."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
+
+pytestmark = [pytest.mark.e2e, pytest.mark.bwrap]
+
+PROGRAMS = Path(__file__).parent / "agent_programs"  # tiny-agent: an OpenAI-speaking CLI, stdlib only
+TINY = ["agent=external", "agent.name=tiny-agent", f"agent.install={PROGRAMS}", "agent.tool_names=[bash]",
+        "filters.require_reasoning=false", "agent.command='tiny-agent {{ prompt | quote }}'"]  # fmt: skip
+
+
+def _entries(run_dir: Path) -> list[dict]:
+    return [e for f in sorted(run_dir.glob("batch_*.jsonl")) for e in read_jsonl(f)]
+
+
+def test_tiny_agent_runs_in_the_sandbox_through_the_proxy(make_cfg, server, tmp_path, run_dir):
+    steps = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi > out.txt; cat out.txt"}}]},
+        {"content": "All done."},
+    ]
+    rows = [{"prompt": script(*steps, text="make a file"), "verify": "grep -qx hi out.txt"}]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    cfg = make_cfg(*TINY, "+scorer@scorers.verify=verify", dataset=data)
+    code, _ = run_inprocess(cfg, run_dir)
+    assert code == 0, (run_dir / "failures.jsonl").read_text()
+    [e] = _entries(run_dir)
+    turns = [(t["from"], t["value"]) for t in e["conversations"]]
+    assert turns[0][0] == "system" and "You are tiny-agent." in turns[0][1] and '"name": "bash"' in turns[0][1]
+    assert [w for w, _ in turns[1:]] == ["human", "gpt", "tool", "gpt"]
+    assert "<tool_call>" in turns[2][1] and "echo hi > out.txt" in turns[2][1]
+    assert json.loads(turns[3][1].split("\n", 1)[1].rsplit("\n", 1)[0])["content"] == "hi\n"
+    assert turns[4][1].endswith("All done.")
+    assert e["completed"] and e["stop_reason"] == "final_answer" and e["api_calls"] == 2
+    assert e["tool_stats"] == {"bash": {"count": 1, "success": 1, "failure": 0}}
+    assert e["metadata"]["agent"] == "tiny-agent"
+    assert e["reward"] == 1.0  # verify ran in the sandbox the program left
+    # the calls went through the run's model path: usage.jsonl / timeline.jsonl have them
+    assert len(server.calls_for("make a file")) == 2
