@@ -150,7 +150,8 @@ class ExternalAgent:
 
     def _script(self, res: SessionResult, box_dir: str, token: str) -> str:
         """The launcher: the bridge, the proxy's variables, the program's own, its command."""
-        command = render(self.template, "agent.command", {"prompt": res.prompt.prompt, "row": row_of(res.prompt)})
+        values = {"prompt": res.prompt.prompt, "row": row_of(res.prompt), "model": self.model_name}
+        command = render(self.template, "agent.command", values)
         bin_dir, python = self.install.bin_dir, shlex.quote(self.install.python)
         d = shlex.quote(box_dir)
         env = {**self.cfg.env, "OPENAI_API_KEY": token}
@@ -195,7 +196,8 @@ def _message(msg: dict, names: dict[str, str]) -> dict:
 
 def rebuild(res: SessionResult, body: dict, reply: Completion, stopped: StopReason | None) -> None:
     """The conversation of the last call: its messages (the system prompt apart) and its reply; the tools it
-    offered, the tool calls it made (ok: a tool result answered the call), why it ended."""
+    offered, the tool calls it made (ok: a tool result answered the call), why it ended (the program exited 0, or
+    the proxy stopped answering: `stopped`)."""
     names: dict[str, str] = {}
     system = [_text(m.get("content")) for m in body["messages"] if m.get("role") in ("system", "developer")]
     res.system_prompt = "\n\n".join(system)
@@ -214,7 +216,5 @@ def rebuild(res: SessionResult, body: dict, reply: Completion, stopped: StopReas
         res.stop_reason = stopped
     elif reply.finish_reason == "length":
         res.stop_reason = StopReason.length
-    elif reply.message.get("tool_calls"):
-        res.stop_reason = StopReason.max_turns  # the program stopped while its model still called tools
-    else:
+    else:  # the program ended on its own, exit 0: it says it is done (mini-swe-agent's last reply calls its submit)
         res.stop_reason = StopReason.final_answer

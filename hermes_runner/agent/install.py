@@ -81,8 +81,7 @@ def resolve(install: str | None, package: str | None) -> Install:
     root = _pip_venv(install[len(PIP_PREFIX) :].strip()) if install.startswith(PIP_PREFIX) else Path(install)
     if not root.is_absolute() or not root.is_dir():
         raise ConfigError(f"agent.install={install!r} is not an absolute path of a directory (or pip:<spec>)")
-    root = root.resolve()
-    binds = [str(root)]
+    binds = [str(root)]  # at the path given: a venv's scripts name their Python by it
     if (base := _base_prefix(root)) and not any(base == p or base.startswith(p + "/") for p in ("/usr", "/opt")):
         binds.append(base)
     bin_dir = root / "bin"

@@ -17,7 +17,7 @@ class AgentConfig:
     kind: AgentKind = AgentKind.hermes
     name: str = "hermes-runner"  # the program, as metadata.agent names it (with the version of `package`)
     # external: the command run in the prompt's sandbox, a Jinja2 template over the row: `prompt` (its text),
-    # `row` (its fields), e.g. "mini -t {{ prompt | quote }} --yolo"; its working dir is the sandbox's
+    # `row` (its fields), `model` (model.name), e.g. "mini -t {{ prompt | quote }} --yolo"; run in the work dir
     command: str | None = None
     # external: how the program gets into the sandbox: a directory on this host (a virtualenv, or any dir with
     # bin/), bound read-only at the same path with its bin/ first on PATH (a venv's base Python is bound too);

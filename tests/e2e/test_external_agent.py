@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.consumers import VENVS, consumer_python
 from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
 
 pytestmark = [pytest.mark.e2e, pytest.mark.bwrap]
@@ -44,3 +45,34 @@ def test_tiny_agent_runs_in_the_sandbox_through_the_proxy(make_cfg, server, tmp_
     assert e["reward"] == 1.0  # verify ran in the sandbox the program left
     # the calls went through the run's model path: usage.jsonl / timeline.jsonl have them
     assert len(server.calls_for("make a file")) == 2
+
+
+MINI_VENV = VENVS / "mini_swe_agent"  # tests/consumers/mini_swe_agent.txt (scripts/consumer_venvs.sh)
+
+
+def test_mini_swe_agent_from_pypi(make_cfg, server, tmp_path, run_dir):
+    """The real mini-swe-agent 2.4.6 (agent=mini_swe_agent): its bash tool calls run in the sandbox, it submits."""
+    consumer_python("mini_swe_agent")
+    steps = [
+        {"content": "Let me write it.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi > out.txt"}}]},
+        {"content": "Done.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}}]},
+    ]  # fmt: skip
+    rows = [{"prompt": script(*steps, text="write hi to out.txt"), "verify": "grep -qx hi out.txt"}]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    # python -m: the venv's own scripts name the Python of the path it was made at
+    command = (
+        "python -m minisweagent.run.mini --yolo --exit-immediately -m openai/x -o /tmp/t.json -t {{ prompt | quote }}"
+    )
+    cfg = make_cfg("agent=mini_swe_agent", f"agent.install={MINI_VENV}", f"agent.command='{command}'",
+                   "filters.require_reasoning=false", "+scorer@scorers.verify=verify", dataset=data)  # fmt: skip
+    code, _ = run_inprocess(cfg, run_dir)
+    assert code == 0, (run_dir / "failures.jsonl").read_text()
+    [e] = _entries(run_dir)
+    turns = e["conversations"]
+    assert "helpful assistant that can interact with a computer" in turns[0]["value"]  # mini's own system prompt
+    assert turns[1]["from"] == "human" and "write hi to out.txt" in turns[1]["value"]
+    assert [t["from"] for t in turns[2:]] == ["gpt", "tool", "gpt"]
+    assert "echo hi > out.txt" in turns[2]["value"] and "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in turns[4]["value"]
+    assert e["tool_stats"]["bash"] == {"count": 1, "success": 1, "failure": 0}  # the submit call has no result
+    assert e["metadata"]["agent"] == "mini-swe-agent 2.4.6"
+    assert e["completed"] and e["api_calls"] == 2 and e["reward"] == 1.0
