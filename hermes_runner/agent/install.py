@@ -81,7 +81,8 @@ def resolve(install: str | None, package: str | None) -> Install:
     root = _pip_venv(install[len(PIP_PREFIX) :].strip()) if install.startswith(PIP_PREFIX) else Path(install)
     if not root.is_absolute() or not root.is_dir():
         raise ConfigError(f"agent.install={install!r} is not an absolute path of a directory (or pip:<spec>)")
-    binds = [str(root)]  # at the path given: a venv's scripts name their Python by it
+    # at the path given and at its real one: a venv's scripts name their Python by the path it was made at
+    binds = list(dict.fromkeys([str(root), str(root.resolve())]))
     if (base := _base_prefix(root)) and not any(base == p or base.startswith(p + "/") for p in ("/usr", "/opt")):
         binds.append(base)
     bin_dir = root / "bin"

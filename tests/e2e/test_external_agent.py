@@ -47,9 +47,6 @@ def test_tiny_agent_runs_in_the_sandbox_through_the_proxy(make_cfg, server, tmp_
     assert len(server.calls_for("make a file")) == 2
 
 
-MINI_VENV = VENVS / "mini_swe_agent"  # tests/consumers/mini_swe_agent.txt (scripts/consumer_venvs.sh)
-
-
 def test_mini_swe_agent_from_pypi(make_cfg, server, tmp_path, run_dir):
     """The real mini-swe-agent 2.4.6 (agent=mini_swe_agent): its bash tool calls run in the sandbox, it submits."""
     consumer_python("mini_swe_agent")
@@ -59,11 +56,7 @@ def test_mini_swe_agent_from_pypi(make_cfg, server, tmp_path, run_dir):
     ]  # fmt: skip
     rows = [{"prompt": script(*steps, text="write hi to out.txt"), "verify": "grep -qx hi out.txt"}]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
-    # python -m: the venv's own scripts name the Python of the path it was made at
-    command = (
-        "python -m minisweagent.run.mini --yolo --exit-immediately -m openai/x -o /tmp/t.json -t {{ prompt | quote }}"
-    )
-    cfg = make_cfg("agent=mini_swe_agent", f"agent.install={MINI_VENV}", f"agent.command='{command}'",
+    cfg = make_cfg("agent=mini_swe_agent", f"agent.install={VENVS / 'mini_swe_agent'}",
                    "filters.require_reasoning=false", "+scorer@scorers.verify=verify", dataset=data)  # fmt: skip
     code, _ = run_inprocess(cfg, run_dir)
     assert code == 0, (run_dir / "failures.jsonl").read_text()
@@ -76,3 +69,25 @@ def test_mini_swe_agent_from_pypi(make_cfg, server, tmp_path, run_dir):
     assert e["tool_stats"]["bash"] == {"count": 1, "success": 1, "failure": 0}  # the submit call has no result
     assert e["metadata"]["agent"] == "mini-swe-agent 2.4.6"
     assert e["completed"] and e["api_calls"] == 2 and e["reward"] == 1.0
+
+
+def test_hermes_agent_cli_from_pypi(make_cfg, server, tmp_path, run_dir):
+    """The original Hermes agent's CLI (hermes-agent 0.19.0, agent=hermes_agent): `hermes -z` with its terminal tool."""
+    consumer_python("hermes_agent")
+    steps = [
+        {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo hi > out.txt"}}], "reasoning": "Write it."},
+        {"content": "Wrote out.txt.", "reasoning": "Done."},
+    ]
+    rows = [{"prompt": script(*steps, text="write hi to out.txt"), "verify": "grep -qx hi out.txt"}]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    cfg = make_cfg("agent=hermes_agent", f"agent.install={VENVS / 'hermes_agent'}",
+                   "+scorer@scorers.verify=verify", dataset=data)  # fmt: skip
+    code, _ = run_inprocess(cfg, run_dir)
+    assert code == 0, (run_dir / "failures.jsonl").read_text()
+    [e] = _entries(run_dir)
+    turns = e["conversations"]
+    assert '"name": "terminal"' in turns[0]["value"]  # the tools hermes-agent offered
+    assert [t["from"] for t in turns[1:]] == ["human", "gpt", "tool", "gpt"]
+    assert turns[-1]["value"].endswith("Wrote out.txt.")
+    assert e["tool_stats"]["terminal"] == {"count": 1, "success": 1, "failure": 0}
+    assert e["metadata"]["agent"] == "hermes-agent 0.19.0" and e["completed"] and e["reward"] == 1.0
