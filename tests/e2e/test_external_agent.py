@@ -4,10 +4,12 @@ scripted server; the trajectory rebuilt from the calls, scored in the same sandb
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import crash
 from tests.helpers.consumers import VENVS, consumer_python
 from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
 
@@ -91,3 +93,33 @@ def test_hermes_agent_cli_from_pypi(make_cfg, server, tmp_path, run_dir):
     assert turns[-1]["value"].endswith("Wrote out.txt.")
     assert e["tool_stats"]["terminal"] == {"count": 1, "success": 1, "failure": 0}
     assert e["metadata"]["agent"] == "hermes-agent 0.19.0" and e["completed"] and e["reward"] == 1.0
+
+
+def test_a_program_that_ignores_the_proxy_reaches_nothing(make_cfg, server, tmp_path, run_dir):
+    """The sandbox's only route out is the proxy: the model server itself (on this host's loopback) and a public
+    address are unreachable from it, while the same program's calls through the proxy are answered."""
+    rows = [
+        {"prompt": script({"content": "ok"}, text=f"direct {i}"), "url": url, "verify": "grep -q DIRECT-BLOCKED direct.txt"}
+        for i, url in enumerate([server.url + "/models", "http://1.1.1.1/"])
+    ]  # fmt: skip
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    command = "agent.command='tiny-agent --direct {{ row.url | quote }} {{ prompt | quote }}'"
+    cfg = make_cfg(*TINY, command, "+scorer@scorers.verify=verify", dataset=data)
+    code, _ = run_inprocess(cfg, run_dir)
+    assert code == 0, (run_dir / "failures.jsonl").read_text()
+    entries = _entries(run_dir)
+    assert [e["reward"] for e in entries] == [1.0, 1.0], [e["scores"] for e in entries]
+    assert all(len(server.calls_for(f"direct {i}")) == 1 for i in range(2))  # the proxied calls did
+
+
+def test_kill_9_mid_run_leaves_no_agent_process_and_resumes_exactly_once(server, tmp_path):
+    """SIGKILL of the runner while the programs wait on a held model call: every process of it (the sandboxed
+    programs and their bridges too) goes; the rerun finishes each prompt exactly once."""
+    steps = [{"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]}, {"content": "All done."}]
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": script(*steps, text=f"task {i}")} for i in range(3)])
+    run_dir = tmp_path / "run"
+    args = crash.cli_args(server, tmp_path, ds, run_dir, *TINY)
+    landed, _ = crash.kill_mid_run(args, tmp_path / "log", server, random.Random(0), kills=1, calls=(0, 3))
+    assert landed == 1
+    crash.assert_each_prompt_once(run_dir, 3)
+    assert {e["metadata"]["agent"] for e in _entries(run_dir)} == {"tiny-agent"}
