@@ -4,6 +4,8 @@ the prompt's sandbox behind the recording model proxy; docs/agents.md)."""
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from hermes_runner.config.sandbox import SandboxConfig
+
 
 class AgentKind(StrEnum):
     """Who drives a prompt's conversation (agent/: one module per kind)."""
@@ -32,11 +34,22 @@ class AgentConfig:
     RULES = {"kind": AgentKind, "timeout_s": "> 0"}
 
     def problems(self, where: str) -> list[str]:
-        """An external agent needs a command (a valid template)."""
+        """A command that is not a valid template (a missing one is found when the run starts: `start_problems`)."""
         from hermes_runner.config.templating import problems as template_problems
 
-        if self.kind != AgentKind.external:
-            return []
-        if not (self.command or "").strip():
-            return [f"{where}.command is required with {where}.kind=external (the program to run, e.g. mini -t ...)"]
         return template_problems(self.command, f"{where}.command")
+
+
+def start_problems(agent: AgentConfig, sandbox: SandboxConfig) -> list[str]:
+    """What keeps an external agent from starting: no command, a sandbox it cannot run in or that has a network
+    (the model proxy must be its only route out)."""
+    if agent.kind != AgentKind.external:
+        return []
+    found = []
+    if not (agent.command or "").strip():
+        found.append("agent.command is required with agent.kind=external (the program to run, e.g. mini -t ...)")
+    if sandbox.backend != "local":
+        found.append(f"agent.kind=external runs in the local sandbox only, not sandbox.backend={sandbox.backend}")
+    elif sandbox.local.network:
+        found.append("agent.kind=external needs sandbox.local.network=false: the model proxy is its only route out")
+    return found

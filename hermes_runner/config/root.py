@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from hermes_runner.config.agent import AgentConfig, AgentKind
+from hermes_runner.config.agent import AgentConfig
 from hermes_runner.config.check import run_name_problem
 from hermes_runner.config.data import DatasetConfig, FiltersConfig, OutputConfig
 from hermes_runner.config.execution import CacheConfig, ExecutorConfig, LimitsConfig, RetryConfig, ShardConfig
@@ -83,15 +83,6 @@ class RunConfig:
             found.append(
                 "filters.min_reward needs a scorer (scorers is empty: add one, e.g. +scorer@scorers.match=match)"
             )
-        if self.agent.kind == AgentKind.external:  # its only route out must be the model proxy
-            if self.sandbox.backend != "local":
-                found.append(
-                    f"agent.kind=external runs in the local sandbox only (sandbox.backend={self.sandbox.backend})"
-                )
-            elif self.sandbox.local.network:
-                found.append(
-                    "agent.kind=external needs sandbox.local.network=false: the model proxy is its only route out"
-                )
         return found + scorer_set_problems(self.scorers)
 
 

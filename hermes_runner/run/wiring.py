@@ -12,9 +12,10 @@ from hermes_runner.agent import install as agent_install
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import SessionSpec
 from hermes_runner.agent.worker import WorkerSpec
-from hermes_runner.config import DatasetFormat
+from hermes_runner.config import DatasetFormat, start_problems
 from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import check_source, detect_format, load_prefill
+from hermes_runner.errors import ConfigError
 from hermes_runner.executors import Executor, Work, open_executor
 from hermes_runner.model.ratelimit import EndpointLimiter
 from hermes_runner.model.serve import check_model
@@ -33,6 +34,8 @@ def check_inputs(cfg: RunConfig) -> tuple[list[dict], dict[str, str]]:
     if detect_format(cfg.dataset_file, cfg.dataset) != DatasetFormat.hf:
         check_source(cfg.dataset_file)
     check_model(cfg.model)  # conflicting model options stop here; a served file names the model
+    if found := start_problems(cfg.agent, cfg.sandbox):  # an external program: its command, its sandbox
+        raise ConfigError("; ".join(found))
     distributions.validate(cfg.distribution, toolset_names())
     return prefill, tool_services.check_toolsets(cfg.tools, cfg.model, cfg.distribution)
 
