@@ -13,13 +13,16 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     report/         the HTML report: page, __main__, summary, plots, svg, viewer, assets/ (reads data, never code)
     executors/      keep num_workers sessions in flight: base (Executor, Work, the redispatch loop), local,
                     processes, ray; open_executor
-    agent/          loop (Agent, StopReason, SessionResult), session (one prompt, errors as Failures), worker
+    agent/          base (AgentBackend), loop (Agent: the built-in loop, StopReason, SessionResult), external (a
+                    program in the sandbox behind the model proxy), install (agent.install), session (one prompt,
+                    errors as Failures), worker
     scorers/        scorers of finished trajectories: base (Score record, Scorer Protocol, Job), verify, match,
                     judge, python; open_scorers
     tools/          base (Tool, ToolContext, @tool), catalog (the toolsets), one module per toolset,
                     distributions, image_io; backends/ the services tools need (fetch, browser, search, ...)
     trajectory/     the Hermes ShareGPT format: hermes (text both ways), entry, openai, export (knows no agent)
-    model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve
+    model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve,
+                    proxy (the recording model proxy external agents call)
     sandbox/        where tool commands run: base Protocols, factory in __init__, one package per backend family
                     (local/: bubblewrap, docker/: containers) and podman (Docker's backend on Podman), watchdog
     rundir/         the run directory on disk: layout (file names), store, manifest, stats, metrics (pass@k and

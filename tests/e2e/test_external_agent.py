@@ -31,7 +31,7 @@ def test_tiny_agent_runs_in_the_sandbox_through_the_proxy(make_cfg, server, tmp_
     ]
     rows = [{"prompt": script(*steps, text="make a file"), "verify": "grep -qx hi out.txt"}]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
-    cfg = make_cfg(*TINY, "+scorer@scorers.verify=verify", dataset=data)
+    cfg = make_cfg(*TINY, "cache=readwrite", "+scorer@scorers.verify=verify", dataset=data)
     code, _ = run_inprocess(cfg, run_dir)
     assert code == 0, (run_dir / "failures.jsonl").read_text()
     [e] = _entries(run_dir)
@@ -47,6 +47,16 @@ def test_tiny_agent_runs_in_the_sandbox_through_the_proxy(make_cfg, server, tmp_
     assert e["reward"] == 1.0  # verify ran in the sandbox the program left
     # the calls went through the run's model path: usage.jsonl / timeline.jsonl have them
     assert len(server.calls_for("make a file")) == 2
+    [timeline] = read_jsonl(run_dir / "timeline.jsonl")
+    assert [(c["k"], c["finish"]) for c in timeline["calls"]] == [("model", "tool_calls"), ("model", "stop")]
+    ends = [r for r in read_jsonl(run_dir / "usage.jsonl") if r["event"] == "end"]
+    assert sum(r["usage"]["total_tokens"] for r in ends) == e["usage"]["total_tokens"] > 0 and len(ends) == 2
+    # the response cache answers the program's calls too: a second run replays them, no call is made
+    again = tmp_path / "again"
+    code, _ = run_inprocess(make_cfg(*TINY, "cache=readwrite", "+scorer@scorers.verify=verify", dataset=data), again)
+    assert code == 0 and len(server.calls_for("make a file")) == 2
+    [replayed] = _entries(again)
+    assert replayed["conversations"] == e["conversations"] and replayed["reward"] == 1.0
 
 
 def test_mini_swe_agent_from_pypi(make_cfg, server, tmp_path, run_dir):
