@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import secrets
 import shlex
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hermes_runner.agent.install import Install
 from hermes_runner.agent.loop import AgentSettings, Clock, SessionResult, StopReason, count_reply, over_budget
@@ -89,8 +91,9 @@ class ExternalAgent:
     own_tools = False
 
     def __init__(self, model: ChatModel, proxy: ModelProxy, cfg: AgentConfig, install: Install,
-                 settings: AgentSettings, model_name: str):  # fmt: skip
+                 settings: AgentSettings, model_name: str, share: tuple[str, str] | None = None):  # fmt: skip
         self.model, self.proxy, self.cfg, self.install = model, proxy, cfg, install
+        self.share = share  # containers: the run's proxy dir (on this host, in the container)
         self.s, self.model_name = settings, model_name
         self.label = f"{cfg.name} {install.version}".strip()
         self.template = compile_template(cfg.command or "", "agent.command")
@@ -98,19 +101,17 @@ class ExternalAgent:
     async def run(self, res: SessionResult, ctx: ToolContext) -> SessionResult:
         started = time.monotonic()
         sandbox = ctx.sandbox
-        shared = getattr(sandbox, "shared_dir", None)
-        if shared is None:
-            raise SandboxError(f"agent.kind=external runs in the local sandbox only, not in {type(sandbox).__name__}")
-        host_dir, box_dir = shared()
+        host_dir, sock_dir, box_dir, name = self._where(sandbox)
         rec, clock, context = Recording(), Clock(res), contextvars.copy_context()
 
         async def serve(body: dict) -> Completion:  # in the session's context: its cache scope
             return await asyncio.get_running_loop().create_task(self._serve(res, rec, clock, body), context=context)
 
-        route = await self.proxy.open(host_dir, serve, self.model_name)
+        route = await self.proxy.open(host_dir, serve, self.model_name, name)
         try:
             await sandbox.write_file(f"{box_dir}/{BRIDGE_FILE}", BRIDGE.encode())
-            out = await sandbox.run(self._script(res, box_dir, route.token), timeout=self.cfg.timeout_s)
+            script = self._script(res, box_dir, f"{sock_dir}/{name}", route.token)
+            out = await sandbox.run(script, timeout=self.cfg.timeout_s)
         finally:
             await self.proxy.close(route)
             res.duration_s = time.monotonic() - started
@@ -148,7 +149,17 @@ class ExternalAgent:
         rec.calls.append((body, reply))
         return reply
 
-    def _script(self, res: SessionResult, box_dir: str, token: str) -> str:
+    def _where(self, sandbox: object) -> tuple[Path, str, str, str]:
+        """(the socket's dir on this host, that dir in the sandbox, a writable dir in the sandbox, the socket's name):
+        the local sandbox's /tmp, or a container's bind of the run's proxy dir (`share`), one socket per prompt."""
+        if (shared := getattr(sandbox, "shared_dir", None)) is not None:
+            host_dir, box_dir = shared()
+            return host_dir, box_dir, box_dir, SOCKET
+        if self.share is None:
+            raise SandboxError(f"agent.kind=external cannot reach the model from {type(sandbox).__name__}")
+        return Path(self.share[0]), self.share[1], "/tmp", f"{secrets.token_hex(8)}.sock"
+
+    def _script(self, res: SessionResult, box_dir: str, sock: str, token: str) -> str:
         """The launcher: the bridge, the proxy's variables, the program's own, its command."""
         values = {"prompt": res.prompt.prompt, "row": row_of(res.prompt), "model": self.model_name}
         command = render(self.template, "agent.command", values)
@@ -158,7 +169,7 @@ class ExternalAgent:
         exports = "".join(f"export {k}={shlex.quote(str(v))}\n" for k, v in env.items())
         path = f'export PATH={shlex.quote(bin_dir)}:"$PATH"\n' if bin_dir else ""
         return f"""[ -x {python} ] || command -v {python} >/dev/null || {{ echo "no python for the bridge" >&2; exit {NO_BRIDGE}; }}
-{python} {d}/{BRIDGE_FILE} {d}/{SOCKET} {d}/{PORT_FILE} </dev/null >/dev/null 2>&1 &
+{python} {d}/{BRIDGE_FILE} {shlex.quote(sock)} {d}/{PORT_FILE} </dev/null >/dev/null 2>&1 &
 __hr_bridge=$!
 for __hr_i in $(seq 600); do [ -s {d}/{PORT_FILE} ] && break; kill -0 $__hr_bridge 2>/dev/null || break; sleep 0.05; done
 [ -s {d}/{PORT_FILE} ] || {{ echo "the model bridge did not start" >&2; exit {NO_BRIDGE}; }}

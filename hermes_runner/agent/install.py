@@ -3,20 +3,24 @@ read-only at its own path (a virtualenv's base Python too), or a pip spec instal
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hermes_runner.config import SandboxConfig
 from hermes_runner.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 PIP_PREFIX = "pip:"
+BOX_PROXY_DIR = "/run/hermes-proxy"  # where a container sees the run's proxy dir (its prompts' sockets)
 
 
 @dataclass
@@ -93,3 +97,16 @@ def resolve(install: str | None, package: str | None) -> Install:
         version_of(root, package),
         str(python) if python.exists() else "python3",
     )
+
+
+def sandbox_with(box: SandboxConfig, install: Install) -> tuple[SandboxConfig, tuple[str, str] | None]:
+    """The sandbox section with the program's dirs bound read-only; a container also gets the run's proxy dir
+    (made here: a socket per prompt in it), returned as (its host path, its path in the container)."""
+    local = dataclasses.replace(box.local, system_paths=[*box.local.system_paths, *install.binds])
+    if box.backend == "local":
+        return dataclasses.replace(box, local=local), None
+    share = tempfile.mkdtemp(prefix="hermes-proxy-")
+    os.chmod(share, 0o755)
+    volumes = [*box.docker.volumes, *(f"{b}:{b}:ro" for b in install.binds), f"{share}:{BOX_PROXY_DIR}:ro"]
+    docker = dataclasses.replace(box.docker, volumes=volumes)
+    return dataclasses.replace(box, local=local, docker=docker), (share, BOX_PROXY_DIR)

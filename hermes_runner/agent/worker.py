@@ -59,6 +59,7 @@ class WorkerSpec:
     rate_share: float = 1.0  # this process's share of model.rate_limit (1/actors on Ray)
     agent: AgentConfig = field(default_factory=AgentConfig)  # who drives each prompt
     install: Install = field(default_factory=Install)  # where an external program is (agent.install, resolved)
+    proxy_share: tuple[str, str] | None = None  # containers: the run's proxy dir (host path, container path)
 
 
 @asynccontextmanager
@@ -92,6 +93,7 @@ async def session_runner(
         if spec.agent.kind == AgentKind.external:  # its calls come through the proxy, into the same model path
             proxy = ModelProxy()
             stack.push_async_callback(proxy.aclose)
-            agent = ExternalAgent(model, proxy, spec.agent, spec.install, spec.settings, spec.model.name)
+            parts = spec.agent, spec.install, spec.settings, spec.model.name, spec.proxy_share
+            agent = ExternalAgent(model, proxy, *parts)
         parts = unavailable, services.by_toolset, dropped, scorers, agent, spec.agent.tool_names
         yield SessionRunner(model, backend, spec.settings, spec.session, *parts)

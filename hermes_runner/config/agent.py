@@ -48,8 +48,12 @@ def start_problems(agent: AgentConfig, sandbox: SandboxConfig) -> list[str]:
     found = []
     if not (agent.command or "").strip():
         found.append("agent.command is required with agent.kind=external (the program to run, e.g. mini -t ...)")
-    if sandbox.backend != "local":
-        found.append(f"agent.kind=external runs in the local sandbox only, not sandbox.backend={sandbox.backend}")
-    elif sandbox.local.network:
+    if sandbox.backend not in ("local", "docker", "podman"):
+        found.append(f"agent.kind=external runs in the local, docker or podman sandbox, not {sandbox.backend}")
+    elif sandbox.backend == "local" and sandbox.local.network:
         found.append("agent.kind=external needs sandbox.local.network=false: the model proxy is its only route out")
+    elif sandbox.backend != "local" and sandbox.docker.network_mode != "none":
+        found.append(
+            "agent.kind=external needs sandbox.docker.network_mode=none: the model proxy is its only route out"
+        )
     return found

@@ -42,11 +42,12 @@ class Route:
     serve: Serve
     model: str  # the name the replies carry
     fd: int  # the socket's directory, opened (O_PATH) for as long as the route is
+    name: str = SOCKET  # the socket's file name in that directory
     site: web.SockSite | None = None
 
     @property
     def address(self) -> str:
-        return f"/proc/self/fd/{self.fd}/{SOCKET}"
+        return f"/proc/self/fd/{self.fd}/{self.name}"
 
 
 def reply_body(completion: Completion, model: str) -> dict:
@@ -105,18 +106,18 @@ class ModelProxy:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
 
-    async def open(self, directory: Path, serve: Serve, model: str) -> Route:
-        """Listen on a socket in `directory` (`SOCKET`, any uid may connect: the sandbox's) for one prompt's calls.
+    async def open(self, directory: Path, serve: Serve, model: str, name: str = SOCKET) -> Route:
+        """Listen on a socket `name` in `directory` (any uid may connect: the sandbox's) for one prompt's calls.
 
         The socket is bound through /proc/self/fd/N/: a prompt's dir may be longer than a socket path may be."""
         if self._runner is None:
             await self.start()
         fd = os.open(directory, os.O_PATH | os.O_DIRECTORY)
-        route = Route(directory / SOCKET, secrets.token_urlsafe(32), serve, model, fd)
+        route = Route(directory / name, secrets.token_urlsafe(32), serve, model, fd, name)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(route.address)
-            os.chmod(SOCKET, 0o666, dir_fd=fd)
+            os.chmod(name, 0o666, dir_fd=fd)
         except OSError:
             sock.close()
             os.close(fd)
@@ -132,7 +133,7 @@ class ModelProxy:
         if route.site is not None:
             await route.site.stop()
         with contextlib.suppress(OSError):
-            os.unlink(SOCKET, dir_fd=route.fd)
+            os.unlink(route.name, dir_fd=route.fd)
         os.close(route.fd)
 
     async def aclose(self) -> None:

@@ -3,7 +3,6 @@ the worker spec the sessions are built from, the meters, the executor); each par
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -12,7 +11,7 @@ from hermes_runner.agent import install as agent_install
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import SessionSpec
 from hermes_runner.agent.worker import WorkerSpec
-from hermes_runner.config import DatasetFormat, start_problems
+from hermes_runner.config import AgentKind, DatasetFormat, start_problems
 from hermes_runner.config.root import RunConfig
 from hermes_runner.dataset import check_source, detect_format, load_prefill
 from hermes_runner.errors import ConfigError
@@ -56,16 +55,13 @@ def worker_spec(
         cfg.log_prefix_chars,
     )  # fmt: skip
     install = agent_install.resolve(cfg.agent.install, cfg.agent.package)
-    session = session_spec(cfg)
-    if install.binds:  # the program's dirs, read-only in every local sandbox
-        local = dataclasses.replace(
-            session.sandbox.local, system_paths=[*session.sandbox.local.system_paths, *install.binds]
-        )
-        session.sandbox = dataclasses.replace(session.sandbox, local=local)
+    session, share = session_spec(cfg), None
+    if cfg.agent.kind == AgentKind.external:  # the program's dirs (read-only) and, in a container, the proxy's
+        session.sandbox, share = agent_install.sandbox_with(session.sandbox, install)
     return WorkerSpec(
         session, settings, cfg.model, cfg.run_name, str(run_dir), cfg.provider, cfg.reasoning,
         cfg.tools, cfg.cache, cfg.scorers, cfg.max_tokens, max(4, cfg.num_workers), base_url, dict(images),
-        cfg.num_workers, dict(dropped), agent=cfg.agent, install=install,
+        cfg.num_workers, dict(dropped), agent=cfg.agent, install=install, proxy_share=share,
     )  # fmt: skip
 
 

@@ -133,3 +133,25 @@ def test_kill_9_mid_run_leaves_no_agent_process_and_resumes_exactly_once(server,
     assert landed == 1
     crash.assert_each_prompt_once(run_dir, 3)
     assert {e["metadata"]["agent"] for e in _entries(run_dir)} == {"tiny-agent"}
+
+
+@pytest.mark.docker
+def test_tiny_agent_in_a_docker_container(make_cfg, server, tmp_path, run_dir):
+    """sandbox=docker: the program is bound into the prompt's container (network none) and reaches the model through
+    its socket in the run's proxy dir; the model server itself stays unreachable from the container."""
+    steps = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi > out.txt; cat out.txt"}}]},
+        {"content": "All done."},
+    ]
+    rows = [{"prompt": script(*steps, text="in docker"), "url": server.url + "/models",
+             "verify": "grep -qx hi out.txt && grep -q DIRECT-BLOCKED direct.txt"}]  # fmt: skip
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    command = "agent.command='tiny-agent --direct {{ row.url | quote }} {{ prompt | quote }}'"
+    cfg = make_cfg(*TINY, command, "sandbox=docker", "sandbox.image=local/bookworm:ci", "sandbox.docker.pool_size=0",
+                   "+scorer@scorers.verify=verify", dataset=data)  # fmt: skip
+    code, _ = run_inprocess(cfg, run_dir)
+    assert code == 0, (run_dir / "failures.jsonl").read_text()
+    [e] = _entries(run_dir)
+    assert [t["from"] for t in e["conversations"]] == ["system", "human", "gpt", "tool", "gpt"]
+    assert e["tool_stats"] == {"bash": {"count": 1, "success": 1, "failure": 0}}
+    assert e["completed"] and e["reward"] == 1.0, e["scores"]

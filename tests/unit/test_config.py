@@ -162,7 +162,7 @@ def test_the_rules_beside_each_section_are_run_for_every_section_below_the_root(
         check(cfg)
 
 
-def test_an_external_agent_needs_a_command_and_the_local_sandbox_without_network():
+def test_an_external_agent_needs_a_command_and_a_sandbox_without_network():
     from hermes_runner.config import start_problems
 
     assert start_problems(_validated(("agent=mini_swe_agent",)).agent, _validated(()).sandbox) == []
@@ -173,6 +173,8 @@ def test_an_external_agent_needs_a_command_and_the_local_sandbox_without_network
     cfg = _validated(("agent=hermes_agent", "sandbox.local.network=true"))
     assert "the model proxy is its only route out" in start_problems(cfg.agent, cfg.sandbox)[0]
     cfg = _validated(("agent=hermes_agent", "sandbox=docker"))
-    assert "local sandbox only" in start_problems(cfg.agent, cfg.sandbox)[0]
+    assert start_problems(cfg.agent, cfg.sandbox) == []
+    cfg = _validated(("agent=hermes_agent", "sandbox=podman", "sandbox.docker.network_mode=bridge"))
+    assert "sandbox.docker.network_mode=none" in start_problems(cfg.agent, cfg.sandbox)[0]
     with pytest.raises(ConfigError, match=r"agent.command \(line 1\)"):
         _validated(("agent=external", "agent.command='{{ prompt.__class__ }}'"))
