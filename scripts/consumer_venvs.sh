@@ -16,7 +16,9 @@ for req in tests/consumers/*.txt; do
   [ -e "$stamp" ] && continue
   echo "[setup] consumer venv $name ($req)"
   rm -rf "$venv"
-  "$PY" -m venv "$venv"
+  # A requirements file may name its Python, e.g. "# python: /usr/bin/python3" (a venv an image can run too).
+  py=$(sed -n 's/^# python: //p' "$req" | head -n 1)
+  "${py:-$PY}" -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip
   # A requirements file may carry pip options on its first line, e.g. "# pip: --no-deps".
   opts=$(sed -n '1s/^# pip: //p' "$req")

@@ -59,8 +59,15 @@ def test_tiny_agent_runs_in_the_sandbox_through_the_proxy(make_cfg, server, tmp_
     assert replayed["conversations"] == e["conversations"] and replayed["reward"] == 1.0
 
 
-def test_mini_swe_agent_from_pypi(make_cfg, server, tmp_path, run_dir):
-    """The real mini-swe-agent 2.4.6 (agent=mini_swe_agent): its bash tool calls run in the sandbox, it submits."""
+DOCKER = ("sandbox=docker", "sandbox.image=local/bookworm:ci", "sandbox.docker.pool_size=0")
+
+
+@pytest.mark.parametrize(
+    "sandbox", [pytest.param((), id="local"), pytest.param(DOCKER, marks=pytest.mark.docker, id="docker")]
+)
+def test_mini_swe_agent_from_pypi(make_cfg, server, tmp_path, run_dir, sandbox):
+    """The real mini-swe-agent 2.4.6 (agent=mini_swe_agent): its bash tool calls run in the sandbox (the local one, a
+    Debian container with its venv bound in), it submits."""
     consumer_python("mini_swe_agent")
     steps = [
         {"content": "Let me write it.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi > out.txt"}}]},
@@ -68,7 +75,7 @@ def test_mini_swe_agent_from_pypi(make_cfg, server, tmp_path, run_dir):
     ]  # fmt: skip
     rows = [{"prompt": script(*steps, text="write hi to out.txt"), "verify": "grep -qx hi out.txt"}]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
-    cfg = make_cfg("agent=mini_swe_agent", f"agent.install={VENVS / 'mini_swe_agent'}",
+    cfg = make_cfg("agent=mini_swe_agent", f"agent.install={VENVS / 'mini_swe_agent'}", *sandbox,
                    "filters.require_reasoning=false", "+scorer@scorers.verify=verify", dataset=data)  # fmt: skip
     code, _ = run_inprocess(cfg, run_dir)
     assert code == 0, (run_dir / "failures.jsonl").read_text()
@@ -147,8 +154,7 @@ def test_tiny_agent_in_a_docker_container(make_cfg, server, tmp_path, run_dir):
              "verify": "grep -qx hi out.txt && grep -q DIRECT-BLOCKED direct.txt"}]  # fmt: skip
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     command = "agent.command='tiny-agent --direct {{ row.url | quote }} {{ prompt | quote }}'"
-    cfg = make_cfg(*TINY, command, "sandbox=docker", "sandbox.image=local/bookworm:ci", "sandbox.docker.pool_size=0",
-                   "+scorer@scorers.verify=verify", dataset=data)  # fmt: skip
+    cfg = make_cfg(*TINY, command, *DOCKER, "+scorer@scorers.verify=verify", dataset=data)
     code, _ = run_inprocess(cfg, run_dir)
     assert code == 0, (run_dir / "failures.jsonl").read_text()
     [e] = _entries(run_dir)
