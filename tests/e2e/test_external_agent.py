@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from hermes_runner.sandbox.docker import orphans as docker_orphans
+
 from tests.helpers import crash
 from tests.helpers.consumers import VENVS, consumer_python
 from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
@@ -129,17 +131,30 @@ def test_a_program_that_ignores_the_proxy_reaches_nothing(make_cfg, server, tmp_
     assert all(len(server.calls_for(f"direct {i}")) == 1 for i in range(2))  # the proxied calls did
 
 
-def test_kill_9_mid_run_leaves_no_agent_process_and_resumes_exactly_once(server, tmp_path):
+@pytest.mark.parametrize(
+    "sandbox", [pytest.param((), id="local"), pytest.param(DOCKER, marks=pytest.mark.docker, id="docker")]
+)
+def test_kill_9_mid_run_leaves_no_agent_process_and_resumes_exactly_once(server, tmp_path, sandbox):
     """SIGKILL of the runner while the programs wait on a held model call: every process of it (the sandboxed
-    programs and their bridges too) goes; the rerun finishes each prompt exactly once."""
+    programs and their bridges too) goes, and every container of it (its watchdog removes them); the rerun
+    finishes each prompt exactly once."""
     steps = [{"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]}, {"content": "All done."}]
     ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": script(*steps, text=f"task {i}")} for i in range(3)])
     run_dir = tmp_path / "run"
-    args = crash.cli_args(server, tmp_path, ds, run_dir, *TINY)
+    args = crash.cli_args(server, tmp_path, ds, run_dir, *TINY, *sandbox)
     landed, _ = crash.kill_mid_run(args, tmp_path / "log", server, random.Random(0), kills=1, calls=(0, 3))
     assert landed == 1
     crash.assert_each_prompt_once(run_dir, 3)
     assert {e["metadata"]["agent"] for e in _entries(run_dir)} == {"tiny-agent"}
+    if sandbox:
+        import docker
+
+        label = f"{docker_orphans.RUN_DIR}={run_dir.resolve()}"
+        client = docker.from_env(timeout=60)
+        try:  # (the rerun reaps what the killed life left, else its watchdog does: none is left either way)
+            assert client.api.containers(all=True, filters={"label": label}) == []
+        finally:
+            client.close()
 
 
 @pytest.mark.docker
