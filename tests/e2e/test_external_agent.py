@@ -176,3 +176,22 @@ def test_tiny_agent_in_a_docker_container(make_cfg, server, tmp_path, run_dir):
     assert [t["from"] for t in e["conversations"]] == ["system", "human", "gpt", "tool", "gpt"]
     assert e["tool_stats"] == {"bash": {"count": 1, "success": 1, "failure": 0}}
     assert e["completed"] and e["reward"] == 1.0, e["scores"]
+
+
+def test_max_turns_stops_the_program_and_a_failed_model_call_fails_the_prompt(make_cfg, server, tmp_path, run_dir):
+    """max_turns=1: the proxy refuses the program's second call; the entry keeps the first (stop_reason max_turns).
+    A model call that fails after the run's retries: the program gets a 502 and the prompt fails with that error."""
+    more = [{"tool_calls": [{"name": "bash", "arguments": {"command": "echo 1"}}]}, {"content": "never asked"}]
+    rows = [
+        {"prompt": script(*more, text="too long")},
+        {"prompt": script({"content": "x", "fail": [{"status": 400, "message": "bad request"}]}, text="failing")},
+    ]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    code, _ = run_inprocess(make_cfg(*TINY, "max_turns=1", dataset=data), run_dir)
+    assert code == 1
+    [e] = _entries(run_dir)
+    assert e["stop_reason"] == "max_turns" and not e["completed"] and e["api_calls"] == 1
+    assert [t["from"] for t in e["conversations"]] == ["system", "human", "gpt"]  # the call no result followed
+    assert len(server.calls_for("too long")) == 1  # the refused call never reached the model
+    [failure] = read_jsonl(run_dir / "failures.jsonl")
+    assert failure["error_type"] == "ModelCallError" and "bad request" in failure["error"]
