@@ -20,6 +20,7 @@ from hermes_runner.errors import ConfigError
 log = logging.getLogger(__name__)
 
 PIP_PREFIX = "pip:"
+SYSTEM_PYTHON = "/usr/bin/python3"
 BOX_PROXY_DIR = "/run/hermes-proxy"  # where a container sees the run's proxy dir (its prompts' sockets)
 
 
@@ -46,14 +47,26 @@ def _pip_venv(spec: str) -> Path:
         return venv
     log.info("agent.install: installing %s into %s", spec, venv)
     try:
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, capture_output=True)
+        _make_venv(venv)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *spec.split()]
         subprocess.run(pip, check=True, capture_output=True, text=True)
     except subprocess.CalledProcessError as exc:
-        tail = (exc.stderr or "").strip().splitlines()[-3:] if isinstance(exc.stderr, str) else []
+        lines = (exc.stderr or "").strip().splitlines() if isinstance(exc.stderr, str) else []
+        tail = [x.strip() for x in lines if x.strip() and not x.startswith(("WARNING:", "note:", "hint:"))][-4:]
         raise ConfigError(f"agent.install={PIP_PREFIX}{spec}: pip failed: {' | '.join(tail) or exc}") from None
     stamp.write_text(spec)
     return venv
+
+
+def _make_venv(venv: Path) -> None:
+    """A venv of the system Python when it can make one (the local sandbox sees /usr, and a Debian-like image has
+    it at the same path), else of the runner's."""
+    system = Path(SYSTEM_PYTHON)
+    for python in ([str(system)] if system.exists() else []) + [sys.executable]:
+        made = subprocess.run([python, "-m", "venv", "--clear", str(venv)], capture_output=True, text=True)
+        if made.returncode == 0:
+            return
+    raise subprocess.CalledProcessError(made.returncode, made.args, made.stdout, made.stderr)
 
 
 def _base_prefix(venv: Path) -> str | None:

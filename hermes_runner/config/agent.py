@@ -17,7 +17,9 @@ class AgentKind(StrEnum):
 @dataclass
 class AgentConfig:
     kind: AgentKind = AgentKind.hermes
-    name: str = "hermes-runner"  # the program, as metadata.agent names it (with the version of `package`)
+    # external: the program, as metadata.agent names it (with the version of `package`); the built-in loop's
+    # entries say "hermes-runner <version>"
+    name: str = "hermes-runner"
     # external: the command run in the prompt's sandbox, a Jinja2 template over the row: `prompt` (its text),
     # `row` (its fields), `model` (model.name), e.g. "mini -t {{ prompt | quote }} --yolo"; run in the work dir
     command: str | None = None
@@ -31,7 +33,7 @@ class AgentConfig:
     # the tool names counted in tool_stats (every entry of a run has the same keys); calls to others are kept
     # in the conversation but not counted
     tool_names: list[str] = field(default_factory=list)
-    RULES = {"kind": AgentKind, "timeout_s": "> 0"}
+    RULES = {"timeout_s": "> 0"}
 
     def problems(self, where: str) -> list[str]:
         """A command that is not a valid template (a missing one is found when the run starts: `start_problems`)."""

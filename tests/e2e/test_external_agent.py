@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,30 @@ def test_max_turns_stops_the_program_and_a_failed_model_call_fails_the_prompt(ma
     assert len(server.calls_for("too long")) == 1  # the refused call never reached the model
     [failure] = read_jsonl(run_dir / "failures.jsonl")
     assert failure["error_type"] == "ModelCallError" and "bad request" in failure["error"]
+
+
+def test_a_pip_spec_is_installed_once_into_a_venv_of_the_cache(tmp_path, monkeypatch):
+    """agent.install=pip:<spec>: pip (offline here: a local wheel) installs it into a venv under the cache dir,
+    once per spec; its bin/ and version come from that venv."""
+    from hermes_runner.agent.install import cache_root, resolve
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    wheel = tmp_path / "tiny_prog-1.2.3-py3-none-any.whl"  # written by hand: no build backend needed
+    info = "tiny_prog-1.2.3.dist-info"
+    files = {
+        "tiny_prog/__init__.py": "def main():\n    print('tiny')\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: tiny-prog\nVersion: 1.2.3\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": "[console_scripts]\ntiny-prog = tiny_prog:main\n",
+    }
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+        zf.writestr(f"{info}/RECORD", "".join(f"{n},,\n" for n in [*files, f"{info}/RECORD"]))
+    spec = f"pip:--no-deps --no-index {wheel}"
+    got = resolve(spec, "tiny-prog")
+    [venv] = cache_root().iterdir()
+    assert got.version == "1.2.3" and got.bin_dir == str(venv / "bin") and (venv / "bin" / "tiny-prog").exists()
+    (venv / "bin" / "tiny-prog").unlink()
+    assert resolve(spec, "tiny-prog").version == "1.2.3"  # installed once: the second resolve finds it as it was
+    assert not (venv / "bin" / "tiny-prog").exists()
