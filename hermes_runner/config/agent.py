@@ -1,10 +1,13 @@
 """The agent section: which program drives each prompt (the built-in loop, or an external agent program run in
 the prompt's sandbox behind the recording model proxy; docs/agents.md)."""
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from hermes_runner.config.sandbox import SandboxConfig
+
+ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class AgentKind(StrEnum):
@@ -36,10 +39,14 @@ class AgentConfig:
     RULES = {"timeout_s": "> 0"}
 
     def problems(self, where: str) -> list[str]:
-        """A command that is not a valid template (a missing one is found when the run starts: `start_problems`)."""
+        """A command that is not a valid template (a missing one is found when the run starts: `start_problems`), a
+        variable name the shell cannot take."""
         from hermes_runner.config.templating import problems as template_problems
 
-        return template_problems(self.command, f"{where}.command")
+        bad = [
+            f"{where}.env: {k!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)" for k in self.env if not ENV.match(k)
+        ]
+        return bad + template_problems(self.command, f"{where}.command")
 
 
 def start_problems(agent: AgentConfig, sandbox: SandboxConfig) -> list[str]:
