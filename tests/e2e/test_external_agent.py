@@ -117,17 +117,18 @@ def test_hermes_agent_cli_from_pypi(make_cfg, server, tmp_path, run_dir):
 
 def test_a_program_that_ignores_the_proxy_reaches_nothing(make_cfg, server, tmp_path, run_dir):
     """The sandbox's only route out is the proxy: the model server itself (on this host's loopback) and a public
-    address are unreachable from it, while the same program's calls through the proxy are answered."""
+    address are unreachable from it, while the same program's calls through the proxy are answered (here from
+    worker processes: executor.processes=2)."""
     rows = [
         {"prompt": script({"content": "ok"}, text=f"direct {i}"), "url": url, "verify": "grep -q DIRECT-BLOCKED direct.txt"}
         for i, url in enumerate([server.url + "/models", "http://1.1.1.1/"])
     ]  # fmt: skip
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     command = "agent.command='tiny-agent --direct {{ row.url | quote }} {{ prompt | quote }}'"
-    cfg = make_cfg(*TINY, command, "+scorer@scorers.verify=verify", dataset=data)
+    cfg = make_cfg(*TINY, command, "executor.processes=2", "+scorer@scorers.verify=verify", dataset=data)
     code, _ = run_inprocess(cfg, run_dir)
     assert code == 0, (run_dir / "failures.jsonl").read_text()
-    entries = _entries(run_dir)
+    entries = sorted(_entries(run_dir), key=lambda e: e["prompt_index"])
     assert [e["reward"] for e in entries] == [1.0, 1.0], [e["scores"] for e in entries]
     assert all(len(server.calls_for(f"direct {i}")) == 1 for i in range(2))  # the proxied calls did
 
