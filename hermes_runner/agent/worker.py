@@ -6,7 +6,9 @@ the same `WorkerSpec`, because clients and sandbox backends cannot cross a proce
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -92,8 +94,15 @@ async def session_runner(
         agent = None
         if spec.agent.kind == AgentKind.external:  # its calls come through the proxy, into the same model path
             proxy = ModelProxy()
+            if spec.proxy_share:  # the run's proxy dir (containers): gone with the last worker, once empty
+                stack.callback(_remove_empty, spec.proxy_share[0])
             stack.push_async_callback(proxy.aclose)
             parts = spec.agent, spec.install, spec.settings, spec.model.name, spec.proxy_share
             agent = ExternalAgent(model, proxy, *parts)
         parts = unavailable, services.by_toolset, dropped, scorers, agent, spec.agent.tool_names
         yield SessionRunner(model, backend, spec.settings, spec.session, *parts)
+
+
+def _remove_empty(path: str) -> None:
+    with contextlib.suppress(OSError):  # another worker's prompt still has its socket there
+        os.rmdir(path)
