@@ -14,7 +14,9 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     report/         the HTML report: page, __main__, summary, plots, svg, viewer, assets/ (reads data, never code)
     executors/      keep num_workers sessions in flight: base (Executor, Work, the redispatch loop), local,
                     processes, ray; open_executor
-    agent/          loop (Agent, StopReason, SessionResult), session (one prompt, errors as Failures), worker
+    agent/          base (AgentBackend), loop (Agent: the built-in loop, StopReason, SessionResult), external (a
+                    program in the sandbox behind the model proxy), install (agent.install), session (one prompt,
+                    errors as Failures), worker
     scorers/        scorers of finished trajectories: base (Score record, Scorer Protocol, Job), verify, match,
                     judge, python; open_scorers
     tools/          base (Tool, ToolContext, @tool), catalog (the toolsets), one module per toolset,
@@ -25,7 +27,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
                     prefix-consistency check, the rows with loss masks)
     telemetry/      OpenTelemetry GenAI spans of the sessions: Trace (no-op when off), genai (the attributes),
                     otel (the SDK's provider, traced model and sandbox; imported only when on), otlp_json (the file)
-    model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve
+    model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve,
+                    proxy (the recording model proxy external agents call)
     sandbox/        where tool commands run: base Protocols, factory in __init__, one package per backend family
                     (local/: bubblewrap, docker/: containers) and podman (Docker's backend on Podman), watchdog
     rundir/         the run directory on disk: layout (file names), store, manifest, stats, metrics (pass@k and

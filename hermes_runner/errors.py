@@ -13,15 +13,17 @@ Where each one goes (control flow):
     ToolModelError                 agent.loop (a tool's model     agent.session -> the prompt fails (ledger)
                                    error that left the tool)
     PromptTimeout, ImageUnavailable,
-    SandboxError                   agent.session, sandbox/        agent.session -> the prompt fails (ledger)
-                                   (retry.max_attempts retries these in-run, but ImageUnavailable)
+    SandboxError, AgentFailed      agent.session, sandbox/,       agent.session -> the prompt fails (ledger)
+                                   agent.external                 (retry.max_attempts retries these in-run, but
+                                                                  ImageUnavailable and AgentFailed)
     ContainerNotRemoved            sandbox.docker (the prompt's   agent.session -> the prompt fails (ledger,
       (a SandboxError)             container's removal failed:    log), exit 1; a later run's start reaps
                                    its processes were killed)     what is left
     ToolError (+BlockedURL)        tools/                         agent.loop -> the message is the tool result
     ScoreError (and any exception  score/ (a scorer)              score.Scorers -> the score record's `error`
       of a scorer)                                                (value 0); the trajectory is kept as usual
-    Refused                        tools.backends.egress          the egress proxy -> an HTTP error reply
+    Refused                        tools.backends.egress,         the egress proxy, the model proxy -> an HTTP
+                                   agent.external                 error reply
     NotARunDir, ExportError        rundir.reader, trajectory      commands.refusal -> one line, exit 2
       (+NotReproduced)             .export, .reproduce
     TemplateRefused                templating.render (the         dataset.mapping -> the row goes to rejected.jsonl;
@@ -134,6 +136,10 @@ class BrokenStream(RunnerError):
 
 class PromptTimeout(RunnerError):
     """A prompt exceeded its wall-clock limit."""
+
+
+class AgentFailed(RunnerError):
+    """An external agent program (agent.kind=external) made no model call, or exited non-zero on its own."""
 
 
 class ScriptSyntaxError(RunnerError):

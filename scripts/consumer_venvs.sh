@@ -3,8 +3,9 @@
 # LLaMA-Factory's converter, hermes-agent, ...), one per tests/consumers/<name>.txt requirements file,
 # at .venv-consumers/<name>/. Tests run those tools in a subprocess of that venv (tests/helpers/consumers.py).
 # Idempotent: a venv is rebuilt only when its requirements file changes (stamp = file hash).
-# A requirements file may name its own Python in a header line "# python: 3.12.1" (a pyenv version: the venv is
-# made by `PYENV_VERSION=3.12.1 python3.12`), for consumers that do not install on the default one.
+# A requirements file may name its own Python in a header line: "# python: 3.12.1" (a pyenv version: the venv is
+# made by `PYENV_VERSION=3.12.1 python3.12`), for consumers that do not install on the default one, or
+# "# python: /usr/bin/python3" (an interpreter path: a venv a container image can run too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -18,13 +19,15 @@ for req in tests/consumers/*.txt; do
   [ -e "$stamp" ] && continue
   echo "[setup] consumer venv $name ($req)"
   rm -rf "$venv"
+  # A requirements file may name its Python: "# python: 3.12.1" (a pyenv version: made by
+  # `PYENV_VERSION=3.12.1 python3.12`) or "# python: /usr/bin/python3" (an interpreter a container image has too).
   pyver=$(sed -n 's/^# python: //p' "$req" | head -n 1)
-  if [ -n "$pyver" ]; then
-    PYENV_VERSION=$pyver "python${pyver%.*}" -m venv "$venv" \
-      || { echo "[setup] $name needs Python $pyver (pyenv install $pyver)" >&2; exit 1; }
-  else
-    "$PY" -m venv "$venv"
-  fi
+  case "$pyver" in
+    "") "$PY" -m venv "$venv" ;;
+    /*) "$pyver" -m venv "$venv" || { echo "[setup] $name needs $pyver" >&2; exit 1; } ;;
+    *) PYENV_VERSION=$pyver "python${pyver%.*}" -m venv "$venv" \
+         || { echo "[setup] $name needs Python $pyver (pyenv install $pyver)" >&2; exit 1; } ;;
+  esac
   "$venv/bin/pip" install -q --upgrade pip
   # A requirements file may carry pip options on its first line, e.g. "# pip: --no-deps".
   opts=$(sed -n '1s/^# pip: //p' "$req")

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from hermes_runner import __version__
 from hermes_runner.dataset import Prompt, system_text
 from hermes_runner.errors import ModelCallError, ToolError, ToolModelError
 from hermes_runner.model.base import ChatModel, Completion
@@ -89,6 +90,8 @@ class SessionResult:
     # assistant messages), finish,
     # prompt_ids, completion_ids, logprobs} (the run's tokens/ sidecar, rundir/tokens.py)
     tokens: list[dict] = field(default_factory=list)
+    system_prompt: str | None = None  # the system prompt an external program sent (None: the run's)
+    external: bool = False  # driven by an external program (agent/external.py): `tools` are those it offered
 
     @property
     def completed(self) -> bool:
@@ -104,7 +107,7 @@ class SessionResult:
 _EXIT = re.compile(r'"exit_code": (-?\d+)')
 
 
-class _Clock:
+class Clock:
     """Times the calls of one conversation into its timeline."""
 
     def __init__(self, res: SessionResult):
@@ -142,7 +145,7 @@ def _keep_tokens(res: SessionResult, reply: Completion) -> None:
         res.tokens.append({"turn": turn, "finish": reply.finish_reason, **reply.tokens.as_dict()})
 
 
-def _count(res: SessionResult, reply: Completion) -> None:
+def count_reply(res: SessionResult, reply: Completion) -> None:
     """What one answered call adds to the session: the call, its retries and usage, the model that answered
     (a reply replayed from the cache: a hit and its saved usage)."""
     if reply.cached:
@@ -155,7 +158,23 @@ def _count(res: SessionResult, reply: Completion) -> None:
     res.model = reply.model or res.model
 
 
+def over_budget(res: SessionResult, s: AgentSettings) -> StopReason | None:
+    """The prompt's own limits, over its whole conversation (replayed replies too: a replay stops where the
+    paid run stopped)."""
+    tokens, cost = res.usage.total_tokens + res.saved.total_tokens, res.usage.cost_usd + res.saved.cost_usd
+    if s.max_tokens is not None and tokens >= s.max_tokens:
+        return StopReason.token_limit
+    if s.max_cost_usd is not None and cost >= s.max_cost_usd:
+        return StopReason.cost_limit
+    return None
+
+
 class Agent:
+    """The built-in loop (an AgentBackend): the run's tools and system prompt."""
+
+    label = f"hermes-runner {__version__}"
+    own_tools = True
+
     def __init__(self, model: ChatModel, settings: AgentSettings, trace: Trace | None = None):
         self.model = model
         self.s = settings
@@ -177,11 +196,11 @@ class Agent:
         schemas = [t.openai_schema() for t in tools]
         head = self._head(prompt)
         invalid_streak = 0
-        clock = _Clock(res)
+        clock = Clock(res)
         try:
             for _ in range(self.s.max_turns):
                 reply = await self._complete(clock, head + res.history, schemas)
-                _count(res, reply)
+                count_reply(res, reply)
                 msg = reply.message
                 res.history.append(msg)
                 _keep_tokens(res, reply)
@@ -218,7 +237,7 @@ class Agent:
             res.duration_s = time.monotonic() - started
         return res
 
-    async def _complete(self, clock: _Clock, messages: list[dict], schemas: list[dict]) -> Completion:
+    async def _complete(self, clock: Clock, messages: list[dict], schemas: list[dict]) -> Completion:
         """One model call, timed into the timeline (a failed one too)."""
         start = clock.now()
         try:
@@ -229,7 +248,7 @@ class Agent:
         clock.model(start, reply)
         return reply
 
-    async def _end_on_assistant(self, res: SessionResult, head: list[dict], clock: _Clock) -> None:
+    async def _end_on_assistant(self, res: SessionResult, head: list[dict], clock: Clock) -> None:
         """A conversation that stopped right after tool results gets a last assistant turn, so that every
         trainer keeps it: for max_turns (with `final_summary`), the reply to one call without tools (any
         tool call it still makes is dropped); otherwise, or if that call fails or says nothing, the last
@@ -243,7 +262,7 @@ class Agent:
             except Exception as exc:  # noqa: BLE001 - the trajectory is kept either way, trimmed
                 log.warning("[P%d] final summary call failed (%s): trimming instead", res.prompt.index, exc)
             else:
-                _count(res, reply)
+                count_reply(res, reply)
                 msg = {k: v for k, v in reply.message.items() if k != "tool_calls"}
                 if (msg.get("content") or "").strip():
                     res.history.append(msg)
@@ -253,14 +272,7 @@ class Agent:
             res.history.pop()
 
     def _over_budget(self, res: SessionResult) -> StopReason | None:
-        """The prompt's own limits, over its whole conversation (replayed replies too: a replay stops where the
-        paid run stopped)."""
-        tokens, cost = res.usage.total_tokens + res.saved.total_tokens, res.usage.cost_usd + res.saved.cost_usd
-        if self.s.max_tokens is not None and tokens >= self.s.max_tokens:
-            return StopReason.token_limit
-        if self.s.max_cost_usd is not None and cost >= self.s.max_cost_usd:
-            return StopReason.cost_limit
-        return None
+        return over_budget(res, self.s)
 
     async def _call(self, call: dict, offered: dict[str, Tool], ctx: ToolContext) -> tuple[str, ToolResult, bool]:
         """Run one tool call as an execute_tool span (its sandbox commands below it)."""

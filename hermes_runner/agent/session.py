@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
 
+from hermes_runner.agent.base import AgentBackend
 from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
 from hermes_runner.config import DistributionConfig, ErrorClass, OutputLayout, RetryConfig, SandboxConfig
 from hermes_runner.dataset import Prompt
@@ -100,16 +101,20 @@ class SessionRunner:
         unavailable_toolsets: Collection[str] = (),
         scorers: Scorers | None = None,
         trace: Trace | None = None,
+        agent: AgentBackend | None = None,
+        agent_tools: Collection[str] = (),
     ):
         self.spec, self.system_prompt = spec, settings.system_prompt
         self.trace = trace or Trace()
-        self.agent = Agent(model, settings, self.trace)
+        self.agent: AgentBackend = agent or Agent(model, settings, self.trace)
         self.backend = backend
         self.unavailable = unavailable_images or {}
         self.services = services or {}
         self.unavailable_toolsets = frozenset(unavailable_toolsets)  # dropped: never offered
         self.scorers = scorers or Scorers({}, [])
-        self.fill = stats_names(set(spec.distribution.toolsets) - self.unavailable_toolsets)  # tool_stats keys
+        own = set(spec.distribution.toolsets) - self.unavailable_toolsets
+        # tool_stats keys: the run's tools, or the names an external program's tools are counted by
+        self.fill = stats_names(own) if self.agent.own_tools else sorted(set(agent_tools))
 
     async def __call__(self, prompt: Prompt) -> Outcome:
         """Run the prompt, its session one trace (telemetry: an invoke_agent span, its calls below)."""
@@ -155,7 +160,9 @@ class SessionRunner:
         started = time.monotonic()
         CALL_SCOPE.set(CallScope(prompt.sample))  # this attempt's calls: their sample index, identical ones counted
         spec = self.spec
-        toolsets = distributions.sample(spec.distribution, spec.seed, prompt.key, self.unavailable_toolsets)
+        toolsets = []  # an external program brings its own tools (its trajectory lists those it offered)
+        if self.agent.own_tools:
+            toolsets = distributions.sample(spec.distribution, spec.seed, prompt.key, self.unavailable_toolsets)
         res = SessionResult(prompt, tools_for(toolsets), toolsets)
         try:
             async with asyncio.timeout(spec.timeout_s):
@@ -190,8 +197,9 @@ class SessionRunner:
                 batch_num=-1,
                 model=res.model or self.spec.model_name,
                 tool_names=self.fill,
-                system_prompt=self.system_prompt,
+                system_prompt=self.system_prompt if res.system_prompt is None else res.system_prompt,
                 layout=self.spec.layout,
+                agent=self.agent.label,
             )
             if self.scorers:
                 await self._score(res, sandbox)  # before the sandbox goes: verify looks at what the agent left

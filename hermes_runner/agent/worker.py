@@ -6,14 +6,20 @@ the same `WorkerSpec`, because clients and sandbox backends cannot cross a proce
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
+from hermes_runner.agent.external import ExternalAgent
+from hermes_runner.agent.install import Install
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import SessionRunner, SessionSpec
 from hermes_runner.config import (
+    AgentConfig,
+    AgentKind,
     CacheConfig,
     ModelConfig,
     ProviderConfig,
@@ -26,6 +32,7 @@ from hermes_runner.config import (
 from hermes_runner.model.base import CallHook
 from hermes_runner.model.cache import CachedModel, endpoint_identity, open_cache
 from hermes_runner.model.client import OpenAIChatModel
+from hermes_runner.model.proxy import ModelProxy
 from hermes_runner.sandbox import make_backend
 from hermes_runner.scorers import open_scorers
 from hermes_runner.telemetry import genai, open_trace
@@ -58,6 +65,9 @@ class WorkerSpec:
     rate_share: float = 1.0  # this process's share of model.rate_limit (1/actors on Ray)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)  # otlp_file: an absolute path
     tokens: bool = False  # output.tokens: ask the endpoint for token ids and logprobs
+    agent: AgentConfig = field(default_factory=AgentConfig)  # who drives each prompt
+    install: Install = field(default_factory=Install)  # where an external program is (agent.install, resolved)
+    proxy_share: tuple[str, str] | None = None  # containers: the run's proxy dir (host path, container path)
 
 
 @asynccontextmanager
@@ -95,5 +105,18 @@ async def session_runner(
             spec.scorers, spec.model, spec.base_url, tool_hooks, trace
         )  # a judge: metered like a tool
         stack.push_async_callback(scorers.aclose)
-        parts = unavailable, services.by_toolset, dropped, scorers, trace
+        agent = None
+        if spec.agent.kind == AgentKind.external:  # its calls come through the proxy, into the same model path
+            proxy = ModelProxy()
+            if spec.proxy_share:  # the run's proxy dir (containers): gone with the last worker, once empty
+                stack.callback(_remove_empty, spec.proxy_share[0])
+            stack.push_async_callback(proxy.aclose)
+            parts = spec.agent, spec.install, spec.settings, spec.model.name, spec.proxy_share
+            agent = ExternalAgent(model, proxy, *parts)
+        parts = unavailable, services.by_toolset, dropped, scorers, trace, agent, spec.agent.tool_names
         yield SessionRunner(model, backend, spec.settings, spec.session, *parts)
+
+
+def _remove_empty(path: str) -> None:
+    with contextlib.suppress(OSError):  # another worker's prompt still has its socket there
+        os.rmdir(path)

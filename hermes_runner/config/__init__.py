@@ -6,6 +6,7 @@ The root `RunConfig` is in `root`, not imported here (only the commands, the app
 `check` runs every rule before any side effect, `convert` holds the conversions.
 """
 
+from hermes_runner.config.agent import *  # noqa: F403
 from hermes_runner.config.check import *  # noqa: F403
 from hermes_runner.config.convert import *  # noqa: F403
 from hermes_runner.config.data import *  # noqa: F403
@@ -24,5 +25,5 @@ DATA_KEYS = (
     "dataset_file", "dataset", "model.name", "model.serve.model_path", "model.temperature", "distribution", "seed", "max_turns", "max_tokens",
     "reasoning", "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
     "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout", "output.final_summary",
-    "max_invalid_tool_turns", "scorers",
+    "max_invalid_tool_turns", "scorers", "agent",
 )  # fmt: skip

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from hermes_runner.config.agent import AgentConfig
 from hermes_runner.config.check import run_name_problem
 from hermes_runner.config.data import DatasetConfig, FiltersConfig, OutputConfig
 from hermes_runner.config.execution import CacheConfig, ExecutorConfig, LimitsConfig, RetryConfig, ShardConfig
@@ -39,6 +40,7 @@ class RunConfig:
     retry: RetryConfig = field(default_factory=RetryConfig)  # in-run retries of failed prompts
     cache: CacheConfig = field(default_factory=CacheConfig)  # replayed model replies (conf/cache/: cache=off ...)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)  # OpenTelemetry spans (docs/telemetry.md)
+    agent: AgentConfig = field(default_factory=AgentConfig)  # who drives each prompt (conf/agent/: agent=external ...)
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)  # how the rows are read and mapped
 
@@ -99,7 +101,8 @@ class RunConfig:
 # the config groups (conf/<group>/) and the schema each of their YAMLs is validated against
 GROUPS = {"model": ModelConfig, "provider": ProviderConfig, "reasoning": ReasoningConfig,
           "distribution": DistributionConfig, "sandbox": SandboxConfig, "executor": ExecutorConfig,
-          "tools": ToolsConfig, "filters": FiltersConfig, "scorer": ScorerConfig, "cache": CacheConfig}  # fmt: skip
+          "tools": ToolsConfig, "filters": FiltersConfig, "scorer": ScorerConfig, "cache": CacheConfig,
+          "agent": AgentConfig}  # fmt: skip
 
 
 def register_configs() -> None:

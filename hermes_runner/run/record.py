@@ -48,7 +48,10 @@ def _summary(res: SessionResult | Failure, key: str, index: int, invocation: int
 def classify(res: SessionResult, filters: FiltersConfig, names: list[str]) -> tuple[str, str | None, dict]:
     """Apply the filters: (status, discard reason, stats summary)."""
     turns, with_r = entries.reasoning_turns(res)
-    unknown = Counter(n for n, _ in res.tool_calls if n not in set(names))
+    known = set(names)
+    if res.external:  # an external program's calls: to the tools it offered itself
+        known = {(t.openai_schema().get("function") or {}).get("name") for t in res.tools}
+    unknown = Counter(n for n, _ in res.tool_calls if n not in known)
     tools: dict[str, list[int]] = {}
     for name, ok in res.tool_calls:
         if name in unknown:

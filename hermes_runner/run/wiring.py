@@ -8,13 +8,15 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+from hermes_runner.agent import install as agent_install
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import SessionSpec
 from hermes_runner.agent.worker import WorkerSpec
-from hermes_runner.config import DatasetFormat
+from hermes_runner.config import AgentKind, DatasetFormat, start_problems
 from hermes_runner.config.root import RunConfig
 from hermes_runner.config.telemetry import TelemetryConfig
 from hermes_runner.dataset import check_source, detect_format, load_prefill
+from hermes_runner.errors import ConfigError
 from hermes_runner.executors import Executor, Work, open_executor
 from hermes_runner.model.ratelimit import EndpointLimiter
 from hermes_runner.model.serve import check_model
@@ -34,6 +36,8 @@ def check_inputs(cfg: RunConfig) -> tuple[list[dict], dict[str, str]]:
     if detect_format(cfg.dataset_file, cfg.dataset) != DatasetFormat.hf:
         check_source(cfg.dataset_file)
     check_model(cfg.model)  # conflicting model options stop here; a served file names the model
+    if found := start_problems(cfg.agent, cfg.sandbox):  # an external program: its command, its sandbox
+        raise ConfigError("; ".join(found))
     distributions.validate(cfg.distribution, toolset_names())
     check_telemetry(cfg.telemetry)
     return prefill, tool_services.check_toolsets(cfg.tools, cfg.model, cfg.distribution)
@@ -54,11 +58,15 @@ def worker_spec(
         cfg.limits.prompt_max_tokens, cfg.limits.prompt_max_cost_usd, cfg.output.final_summary, cfg.verbose,
         cfg.log_prefix_chars,
     )  # fmt: skip
+    install = agent_install.resolve(cfg.agent.install, cfg.agent.package)
+    session, share = session_spec(cfg), None
+    if cfg.agent.kind == AgentKind.external:  # the program's dirs (read-only) and, in a container, the proxy's
+        session.sandbox, share = agent_install.sandbox_with(session.sandbox, install)
     return WorkerSpec(
-        session_spec(cfg), settings, cfg.model, cfg.run_name, str(run_dir), cfg.provider, cfg.reasoning,
+        session, settings, cfg.model, cfg.run_name, str(run_dir), cfg.provider, cfg.reasoning,
         cfg.tools, cfg.cache, cfg.scorers, cfg.max_tokens, max(4, cfg.num_workers), base_url, dict(images),
-        cfg.num_workers, dict(dropped), telemetry=telemetry(cfg.telemetry),
-        tokens=cfg.output.tokens,
+        cfg.num_workers, dict(dropped), telemetry=telemetry(cfg.telemetry), tokens=cfg.output.tokens,
+        agent=cfg.agent, install=install, proxy_share=share,
     )  # fmt: skip
 
 

@@ -131,6 +131,7 @@ def entry(
     discard_reason: str = "",
     reward: float = 0.0,
     scores: Sequence[dict] = (),
+    agent: str = "",
 ) -> dict:
     """One line of batch_N.jsonl (or discarded.jsonl): every row has the same keys, each with one type.
 
@@ -152,6 +153,7 @@ def entry(
             "image": str(p.image or ""),
             "cwd": str(p.cwd or ""),
             "row_fields": json.dumps(p.fields, ensure_ascii=False, sort_keys=True),
+            "agent": str(agent),  # the program that drove it, with its version (agent.name)
         },
         "completed": bool(result.completed),
         "partial": bool(result.partial),
@@ -269,6 +271,7 @@ def conform(
             "image": str(meta.get("image") or ""),
             "cwd": str(meta.get("cwd") or ""),
             "row_fields": json.dumps(extra, ensure_ascii=False, sort_keys=True, default=str),
+            "agent": str(meta.get("agent") or ""),
         },
         "completed": bool(row.get("completed")),
         "partial": bool(row.get("partial")),
@@ -320,6 +323,7 @@ def features(tool_names: list[str], layout: OutputLayout = OutputLayout.hermes) 
             "image": _value("string"),
             "cwd": _value("string"),
             "row_fields": _value("string"),
+            "agent": _value("string"),
         },
         "completed": _value("bool"),
         "partial": _value("bool"),

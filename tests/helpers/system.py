@@ -60,7 +60,11 @@ class Requirement:
 
 
 def _bwrap() -> list[Missing]:
-    return [] if shutil.which("bwrap") else [Missing("bwrap is not on PATH", ("bubblewrap",))]
+    out = [] if shutil.which("bwrap") else [Missing("bwrap is not on PATH", ("bubblewrap",))]
+    # the agent programs' venvs (tests/consumers/mini_swe_agent.txt) are made with the system Python
+    if Path("/usr/bin/python3").exists() and not list(Path("/usr/lib").glob("python3*/ensurepip/__init__.py")):
+        out.append(Missing("the system Python cannot make venvs (agent programs' venvs)", ("python3-venv",)))
+    return out
 
 
 def _browser() -> list[Missing]:

@@ -176,3 +176,24 @@ def test_the_rules_beside_each_section_are_run_for_every_section_below_the_root(
     ]
     with pytest.raises(ConfigError, match="invalid configuration: shard.index"):
         check(cfg)
+
+
+def test_an_external_agent_needs_a_command_and_a_sandbox_without_network():
+    from hermes_runner.config import AgentConfig, start_problems
+
+    assert start_problems(_validated(("agent=mini_swe_agent",)).agent, _validated(()).sandbox) == []
+    external = _validated(("agent=external",))
+    assert start_problems(external.agent, external.sandbox) == [
+        "agent.command is required with agent.kind=external (the program to run, e.g. mini -t ...)"
+    ]
+    cfg = _validated(("agent=hermes_agent", "sandbox.local.network=true"))
+    assert "the model proxy is its only route out" in start_problems(cfg.agent, cfg.sandbox)[0]
+    cfg = _validated(("agent=hermes_agent", "sandbox=docker"))
+    assert start_problems(cfg.agent, cfg.sandbox) == []
+    cfg = _validated(("agent=hermes_agent", "sandbox=podman", "sandbox.docker.network_mode=bridge"))
+    assert "sandbox.docker.network_mode=none" in start_problems(cfg.agent, cfg.sandbox)[0]
+    assert AgentConfig(env={"A;rm": "1"}).problems("agent") == [
+        "agent.env: 'A;rm' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
+    ]
+    with pytest.raises(ConfigError, match=r"agent.command \(line 1\)"):
+        _validated(("agent=external", "agent.command='{{ prompt.__class__ }}'"))

@@ -197,6 +197,10 @@ class LocalSandbox:
             raise ToolError(f"timed out after {IO_TIMEOUT_S:g}s (a FIFO or a device that never ends?)")
         return code, out, err
 
+    def shared_dir(self) -> tuple[Path, str]:
+        """A dir of this prompt seen by the runner and its commands: (its host path, its path in the sandbox)."""
+        return self._tmpdir, "/tmp" if self._b.confined else str(self._tmpdir)
+
     def _resolve(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.cwd, path))
 

@@ -83,11 +83,12 @@ class Confinement:
         args += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
         if self.files:  # loaded after bubblewrap's own set-up, right before the command
             args += ["--seccomp", fd_arg(0)]
-        for p in self.options.system_paths:
+        paths = self.options.system_paths
+        for p in paths:
             if os.path.islink(p):
                 args += ["--symlink", os.readlink(p), p]
             elif os.path.exists(p):
-                args += ["--ro-bind", p, p]
+                args += [*_parents(p, paths), "--ro-bind", p, p]
         # /dev/shm: the prompt's own, for POSIX semaphores and shared memory (multiprocessing)
         shm = ["--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
         return args + ["--dev", "/dev", *shm, "--proc", "/proc"]
@@ -187,3 +188,14 @@ class Confinement:
         if text.count("No such file") < 2:
             problems.append("/run or /var/run would be visible in the sandbox")
         return problems
+
+
+def _parents(path: str, bound: list[str]) -> list[str]:
+    """A nested path's parents (not inside another bound path), made traversable: bubblewrap would make them 0700,
+    root's (e.g. a virtualenv of agent.install under /root or /work)."""
+    out = []
+    for parent in reversed(Path(path).parents):
+        p = str(parent)
+        if p != "/" and not any(p == b or p.startswith(b.rstrip("/") + "/") for b in bound):
+            out += ["--perms", "0755", "--dir", p]
+    return out
