@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from hermes_runner.commands.export import main as export_main
+
 from tests.helpers.otlp import Span, descendants, model_turns_of, op, read_file, spans_of, tool_calls_of, tree
 from tests.helpers.run import read_jsonl, run_cli, run_inprocess, script, write_jsonl
 
@@ -83,6 +85,16 @@ def test_spans_file_of_a_cli_run_with_two_worker_processes(server, tmp_path):
     ops = Counter(op(s) for s in spans)
     assert ops["chat"] == sum(model_turns_of(e) for e in entries.values()) == 7
     assert ops["execute_tool"] == sum(tool_calls_of(e) for e in entries.values()) == 6
+    # ... and the ATIF export's: each session's agent steps are its chat spans, their tool calls its tools.
+    assert export_main([str(run_dir), "--to", "atif"]) == 0
+    for line in read_jsonl(run_dir / "export" / "atif" / "index.jsonl"):
+        steps = json.loads((run_dir / "export" / "atif" / line["file"]).read_text())["steps"]
+        agent = [st for st in steps if st["source"] == "agent"]
+        kids = Counter(op(s) for s in descendants(roots[line["key"]]))
+        assert (kids["chat"], kids["execute_tool"]) == (
+            len(agent),
+            sum(len(st.get("tool_calls") or []) for st in agent),
+        )
     ends = [c for c in read_jsonl(run_dir / "usage.jsonl") if c["event"] == "end"]
     chats = [s for s in spans if op(s) == "chat"]
     assert len(ends) == len(chats)
