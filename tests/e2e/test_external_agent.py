@@ -93,8 +93,12 @@ def test_mini_swe_agent_from_pypi(make_cfg, server, tmp_path, run_dir, sandbox):
     assert e["completed"] and e["api_calls"] == 2 and e["reward"] == 1.0
 
 
-def test_hermes_agent_cli_from_pypi(make_cfg, server, tmp_path, run_dir):
-    """The original Hermes agent's CLI (hermes-agent 0.19.0, agent=hermes_agent): `hermes -z` with its terminal tool."""
+@pytest.mark.parametrize(
+    "sandbox", [pytest.param((), id="local"), pytest.param(DOCKER, marks=pytest.mark.docker, id="docker")]
+)
+def test_hermes_agent_cli_from_pypi(make_cfg, server, tmp_path, run_dir, sandbox):
+    """The original Hermes agent's CLI (hermes-agent 0.19.0, agent=hermes_agent): `hermes -z` with its terminal tool,
+    in the local sandbox and in a Debian container with its venv bound in."""
     consumer_python("hermes_agent")
     steps = [
         {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo hi > out.txt"}}], "reasoning": "Write it."},
@@ -102,7 +106,7 @@ def test_hermes_agent_cli_from_pypi(make_cfg, server, tmp_path, run_dir):
     ]
     rows = [{"prompt": script(*steps, text="write hi to out.txt"), "verify": "grep -qx hi out.txt"}]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
-    cfg = make_cfg("agent=hermes_agent", f"agent.install={VENVS / 'hermes_agent'}",
+    cfg = make_cfg("agent=hermes_agent", f"agent.install={VENVS / 'hermes_agent'}", *sandbox,
                    "+scorer@scorers.verify=verify", dataset=data)  # fmt: skip
     code, _ = run_inprocess(cfg, run_dir)
     assert code == 0, (run_dir / "failures.jsonl").read_text()
