@@ -29,10 +29,12 @@ from hermes_runner.rundir.layout import FEED
 from hermes_runner.rundir.reader import RunData
 from hermes_runner.rundir.store import iter_lines
 from hermes_runner.trajectory.tokens import training_row
+from hermes_runner.util import fastjson
 
 log = logging.getLogger(__name__)
 
 MASKED_LOGPROB = 1.0  # Atropos' inference_logprobs value where the mask is -100 (an impossible logprob)
+JSON_HEADERS = {"Content-Type": "application/json"}
 Sample = tuple[list[dict], float]  # (the sample's token turns, its reward)
 
 
@@ -100,7 +102,10 @@ class AtroposFeed:
         self.batch_size = 0  # the trainer's, in sequences
         self.max_len = cfg.max_token_len
         self.holding = False
+        self._asked, self._queued = float("-inf"), 0  # when /status-env was last asked; its queue + our pushes since
         self._room, self._push = asyncio.Lock(), asyncio.Lock()
+        self._tasks: set[asyncio.Task] = set()  # pushes in progress (one at a time, under _push)
+        self._error: BaseException | None = None  # a push that failed
 
     async def _call(self, method: str, path: str, body: object = None) -> dict:
         """One request; a server not (yet) listening is retried for feed.connect_timeout_s (nothing was sent)."""
@@ -108,11 +113,13 @@ class AtroposFeed:
         deadline = loop.time() + self.cfg.connect_timeout_s
         while True:
             try:
-                async with self.http.request(method, self.cfg.url.rstrip("/") + path, json=body) as r:
+                data = None if body is None else fastjson.dumps(body)
+                url = self.cfg.url.rstrip("/") + path
+                async with self.http.request(method, url, data=data, headers=JSON_HEADERS) as r:
                     if r.status >= 400:
                         raise FeedError(f"Atropos API server {self.cfg.url}: {method} {path}: HTTP {r.status}: "
                                         f"{(await r.text())[:300]}")  # fmt: skip
-                    return await r.json()
+                    return fastjson.loads(await r.read())
             except aiohttp.ClientConnectorError as exc:
                 if loop.time() > deadline:
                     raise FeedError(
@@ -169,17 +176,22 @@ class AtroposFeed:
                 self.rows.pop(row, None)
 
     async def wait_room(self) -> None:
-        """Return once the server's queue holds fewer than feed.max_batches_offpolicy trainer batches."""
+        """Return once the server's queue holds fewer than feed.max_batches_offpolicy trainer batches. An answer of
+        /status-env is reused for feed.poll_interval_s, counting the groups pushed since (the queue only shrinks
+        by the trainer's pulls), so prompts starting together cost one request."""
+        loop = asyncio.get_running_loop()
         async with self._room:
             while True:
-                st = await self._call("GET", "/status-env", {"env_id": self.env_id})
-                if st["queue_size"] * self.group_size < self.cfg.max_batches_offpolicy * self.batch_size:
+                if loop.time() - self._asked > self.cfg.poll_interval_s:
+                    st = await self._call("GET", "/status-env", {"env_id": self.env_id})
+                    self._asked, self._queued = loop.time(), int(st["queue_size"])
+                if self._queued * self.group_size < self.cfg.max_batches_offpolicy * self.batch_size:
                     if self.holding:
                         log.info("feed: the trainer took a batch: new prompts start again")
                     self.holding = False
                     return
                 if not self.holding:
-                    log.info("feed: holding new prompts: the trainer's queue is full (%d groups)", st["queue_size"])
+                    log.info("feed: holding new prompts: the trainer's queue is full (%d groups)", self._queued)
                     self.holding = True
                 await asyncio.sleep(self.cfg.poll_interval_s)
 
@@ -189,9 +201,19 @@ class AtroposFeed:
             return
         p = outcome.prompt
         row = p.row_key or p.key
+        if self._error is not None:
+            raise self._error
         if row not in self.log.done:
             self.rows.setdefault(row, {})[p.sample] = (outcome.tokens, outcome.reward)
-            await self._push_if_complete(row)
+            if len(self.rows[row]) >= self.group_size:  # pushed beside the run: recording goes on meanwhile
+                task = asyncio.ensure_future(self._push_if_complete(row))
+                self._tasks.add(task)
+                task.add_done_callback(self._pushed)
+
+    def _pushed(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self._error is None:
+            self._error = task.exception()  # raised by the next finished() or by close()
 
     async def _push_if_complete(self, row: str) -> None:
         samples = self.rows.get(row, {})
@@ -211,17 +233,22 @@ class AtroposFeed:
             self.log.write(row, "intent", digest=digest(group))
             await self._call("POST", "/scored_data", {**group, "env_id": self.env_id})
             self.log.write(row, "pushed", env_id=self.env_id)
+            self._queued += 1
 
     async def close(self) -> None:
+        """Finish the pushes in progress, then disconnect; a push that failed is raised (a rerun pushes it)."""
         if self.http is None:
             return
         try:
-            if self.env_id >= 0:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self.env_id >= 0 and self._error is None:
                 await self._call("POST", "/disconnect-env", {"env_id": self.env_id})
         except FeedError as exc:
             log.warning("feed: %s", exc)
         finally:
             await self.http.close()
+        if self._error is not None:
+            raise self._error
 
 
 def open_feed(cfg: FeedConfig, run_dir: Path, samples_per_prompt: int, scored: bool) -> AtroposFeed | None:

@@ -44,8 +44,8 @@ def test_groups_reach_the_trainer_once_with_back_pressure_across_a_kill(server, 
         )  # fmt: skip
         proc = start(args, log)
         wait_for(lambda: "holding new prompts" in log.read_text(), 60, "the runner to hold", gone=exited(proc))
-        pushed = _pushed(run_dir)
-        assert pushed and trainer.queued() == len(pushed)  # every acknowledged group is in the server's queue
+        # every acknowledged group is in the server's queue (its record follows the acknowledgement)
+        wait_for(lambda: trainer.queued() == len(_pushed(run_dir)) >= 1, 30, "the record of the push")
         assert len(read_jsonl(run_dir / "ledger.jsonl")) < 2 * len(ROWS)  # held before the last row
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -60,7 +60,9 @@ def test_groups_reach_the_trainer_once_with_back_pressure_across_a_kill(server, 
 
         def pull() -> None:
             while not pulling.is_set():
-                got.extend(trainer.pull())
+                batch = trainer.pull()
+                got.extend(batch)
+                pulling.wait(0 if batch else 0.01)  # (not a busy loop on the server's CPU)
 
         puller = threading.Thread(target=pull)
         puller.start()
