@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
+from hermes_runner.config import FeedKind, check
+from hermes_runner.errors import ConfigError
 from hermes_runner.run.feed import MASKED_LOGPROB, FeedLog, digest, scored_group
 from hermes_runner.trajectory.tokens import IGNORE_INDEX
+
+from tests.helpers.run import compose_cfg
 
 END = 99
 # turn 0: prompt [1, 2], samples [5, 6, END]; turn 1's prompt re-renders it with a separator 7 and a tool result 8
@@ -49,3 +55,13 @@ def test_feed_log_keeps_an_unacknowledged_intent_pending_and_skips_a_torn_line(t
         fp.write('{"group": "c", "sta')  # a kill mid-line
     again = FeedLog(tmp_path)
     assert again.done == {"a", "b"} and again.pending == {"c": "d3"}
+
+
+def test_feed_atropos_sets_output_tokens_and_its_url_must_be_http():
+    cfg = compose_cfg(["feed=atropos", "run_name=t"])
+    assert cfg.output.tokens and cfg.feed.kind == FeedKind.atropos
+    assert not compose_cfg(["run_name=t"]).output.tokens  # feed=none: as configured
+    with pytest.raises(ConfigError, match=r"feed.url must be an http:// or https:// URL"):
+        check(compose_cfg(["feed=atropos", "feed.url=localhost:8000", "run_name=t"]))
+    with pytest.raises(ConfigError, match=r"feed=atropos sets output.tokens\) needs model.stream=false"):
+        check(compose_cfg(["feed=atropos", "model.stream=true", "run_name=t"]))
