@@ -10,7 +10,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     run/            one invocation: wiring (the composition root: the parts from the config's sections),
                     invocation (prepare, drive, finalize; execute_run), record (filters + ledger record, Recorder),
                     spend, outputs (checkpoint, trajectories, statistics), plan, budget, progress,
-                    estimate (+ the dry run), discards, rescore (`hermes-score`: new scores, no agent)
+                    estimate (+ the dry run), discards, rescore (`hermes-score`: new scores, no agent), feed
+                    (feed=atropos: scored groups to an Atropos trainer, with back-pressure, exactly once)
     report/         the HTML report: page, __main__, summary, plots, svg, viewer, assets/ (reads data, never code)
     executors/      keep num_workers sessions in flight: base (Executor, Work, the redispatch loop), local,
                     processes, ray; open_executor

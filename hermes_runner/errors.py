@@ -26,6 +26,8 @@ Where each one goes (control flow):
                                    agent.external                 error reply
     NotARunDir, ExportError        rundir.reader, trajectory      commands.refusal -> one line, exit 2
       (+NotReproduced)             .export, .reproduce
+    FeedError (a ConfigError)      run.feed (the Atropos API      run.invocation -> no new prompt, exit 2; what is
+                                   server unreachable, refused)   recorded stays, a rerun pushes what is unpushed
     TemplateRefused                templating.render (the         dataset.mapping -> the row goes to rejected.jsonl;
                                    sandbox refused a template)    scorers -> the score record's `error`
 """
@@ -60,6 +62,11 @@ class ConfigError(RunnerError):
 
 class ForeignRunDirError(ConfigError):
     """A run directory of the original Hermes batch runner that cannot be imported safely (hermes_import)."""
+
+
+class FeedError(ConfigError):
+    """The trainer feed cannot go on (feed=atropos: the API server is unreachable or refuses a push): the run
+    stops; every prompt recorded is kept, and a rerun pushes the groups not yet acknowledged (run/feed.py)."""
 
 
 class ToolError(RunnerError):

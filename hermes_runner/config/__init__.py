@@ -11,6 +11,7 @@ from hermes_runner.config.check import *  # noqa: F403
 from hermes_runner.config.convert import *  # noqa: F403
 from hermes_runner.config.data import *  # noqa: F403
 from hermes_runner.config.execution import *  # noqa: F403
+from hermes_runner.config.feed import *  # noqa: F403
 from hermes_runner.config.model import *  # noqa: F403
 from hermes_runner.config.sandbox import *  # noqa: F403
 from hermes_runner.config.scorers import *  # noqa: F403

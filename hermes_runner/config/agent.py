@@ -49,12 +49,16 @@ class AgentConfig:
         return bad + template_problems(self.command, f"{where}.command")
 
 
-def start_problems(agent: AgentConfig, sandbox: SandboxConfig) -> list[str]:
+def start_problems(agent: AgentConfig, sandbox: SandboxConfig, feed: str = "none") -> list[str]:
     """What keeps an external agent from starting: no command, a sandbox it cannot run in or that has a network
-    (the model proxy must be its only route out)."""
+    (the model proxy must be its only route out), a trainer feed (`feed`: its kind) that needs token ids."""
     if agent.kind != AgentKind.external:
         return []
     found = []
+    if feed != "none":
+        found.append(
+            f"feed={feed} needs the built-in agent (agent=hermes): an external program's calls carry no token ids"
+        )
     if not (agent.command or "").strip():
         found.append("agent.command is required with agent.kind=external (the program to run, e.g. mini -t ...)")
     if sandbox.backend not in ("local", "docker", "podman"):

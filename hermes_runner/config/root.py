@@ -11,6 +11,7 @@ from hermes_runner.config.agent import AgentConfig
 from hermes_runner.config.check import run_name_problem
 from hermes_runner.config.data import DatasetConfig, FiltersConfig, OutputConfig
 from hermes_runner.config.execution import CacheConfig, ExecutorConfig, LimitsConfig, RetryConfig, ShardConfig
+from hermes_runner.config.feed import FeedConfig, FeedKind
 from hermes_runner.config.model import ModelConfig, ProviderConfig, ReasoningConfig
 from hermes_runner.config.sandbox import SandboxConfig
 from hermes_runner.config.scorers import ScorerConfig, scorer_set_problems, single_scorer_problem, with_single
@@ -41,6 +42,7 @@ class RunConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)  # replayed model replies (conf/cache/: cache=off ...)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)  # OpenTelemetry spans (docs/telemetry.md)
     agent: AgentConfig = field(default_factory=AgentConfig)  # who drives each prompt (conf/agent/: agent=external ...)
+    feed: FeedConfig = field(default_factory=FeedConfig)  # scored groups pushed live to an RL trainer (feed=atropos)
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)  # how the rows are read and mapped
 
@@ -82,7 +84,10 @@ class RunConfig:
              "progress_every_percent": ">= 0"}  # fmt: skip
 
     def __post_init__(self) -> None:
-        """`scorer=KIND` joins `scorers`: both spellings of one scorer make the same config (and run data)."""
+        """`scorer=KIND` joins `scorers`: both spellings of one scorer make the same config (and run data); a trainer
+        feed pushes token ids, so it sets output.tokens."""
+        if self.feed.kind != FeedKind.none:
+            self.output.tokens = True
         if self.scorer is not None and not single_scorer_problem(self.scorers, self.scorer):
             self.scorers, self.scorer = with_single(self.scorers, self.scorer), None
 
@@ -94,7 +99,8 @@ class RunConfig:
         if why := single_scorer_problem(self.scorers, self.scorer):
             found.append(why)
         if self.output.tokens and self.model.stream:
-            found.append("output.tokens needs model.stream=false (a stream carries no token ids)")
+            why = f" (feed={self.feed.kind.value} sets output.tokens)" if self.feed.kind != FeedKind.none else ""
+            found.append(f"output.tokens{why} needs model.stream=false (a stream carries no token ids)")
         return found + scorer_set_problems(self.scorers)
 
 
@@ -102,7 +108,7 @@ class RunConfig:
 GROUPS = {"model": ModelConfig, "provider": ProviderConfig, "reasoning": ReasoningConfig,
           "distribution": DistributionConfig, "sandbox": SandboxConfig, "executor": ExecutorConfig,
           "tools": ToolsConfig, "filters": FiltersConfig, "scorer": ScorerConfig, "cache": CacheConfig,
-          "agent": AgentConfig}  # fmt: skip
+          "agent": AgentConfig, "feed": FeedConfig}  # fmt: skip
 
 
 def register_configs() -> None:

@@ -28,6 +28,7 @@ from hermes_runner.model.serve import serving
 from hermes_runner.run import estimate, outputs, wiring
 from hermes_runner.run.budget import CURRENT_PROMPT
 from hermes_runner.run.discards import nothing_kept
+from hermes_runner.run.feed import open_feed
 from hermes_runner.run.plan import Plan, make_plan, pending
 from hermes_runner.run.progress import RunProgress
 from hermes_runner.run.record import Recorder
@@ -174,6 +175,9 @@ class Run:
             functools.partial(self._stop, Stop.endpoint_down), cfg.verbose,
         )  # fmt: skip
         batch_of: dict[str, int] = {}
+        feed = open_feed(
+            cfg.feed, self.dir, cfg.samples_per_prompt, bool(cfg.scorers)
+        )  # feed=atropos: groups to the trainer
 
         def items() -> Iterator[Prompt]:
             for p, b in pending(cfg, self.state, first_batch):
@@ -182,6 +186,8 @@ class Run:
 
         async def session(p: Prompt):
             CURRENT_PROMPT.set(p.key)  # (in this session's own task: its model calls are recorded under it)
+            if feed is not None:
+                await feed.wait_room()  # back-pressure: the trainer's queue is full
             return await work(p)
 
         try:
@@ -193,6 +199,8 @@ class Run:
         syncer = asyncio.ensure_future(self._sync_loop())
         self.progress = wiring.progress(cfg, plan.to_run, self.limiter)
         try:
+            if feed is not None:
+                await feed.start()
             with self.progress:
                 async for outcome in executor.map_unordered(session, items()):
                     batch = batch_of.pop(outcome.prompt.key)
@@ -204,12 +212,16 @@ class Run:
                         self._storage_failed(exc)
                         continue
                     self.spend.settled(outcome.prompt.key)  # its spend is in the record now
+                    if feed is not None:
+                        await feed.finished(outcome, status)
                     o = outcome
                     self.progress.advance(status, o.usage, executor.in_flight, o.retries, o.cache_hits, o.saved)
         finally:
             syncer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await syncer
+            if feed is not None:
+                await feed.close()
 
     def _stop(self, why: Stop, reason: str) -> None:
         """No new prompt starts (those not started stay pending, in-flight prompts finish); said once."""

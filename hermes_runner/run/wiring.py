@@ -36,7 +36,9 @@ def check_inputs(cfg: RunConfig) -> tuple[list[dict], dict[str, str]]:
     if detect_format(cfg.dataset_file, cfg.dataset) != DatasetFormat.hf:
         check_source(cfg.dataset_file)
     check_model(cfg.model)  # conflicting model options stop here; a served file names the model
-    if found := start_problems(cfg.agent, cfg.sandbox):  # an external program: its command, its sandbox
+    if found := start_problems(
+        cfg.agent, cfg.sandbox, cfg.feed.kind.value
+    ):  # an external program: its command, its sandbox
         raise ConfigError("; ".join(found))
     distributions.validate(cfg.distribution, toolset_names())
     check_telemetry(cfg.telemetry)

@@ -14,6 +14,9 @@ TIMELINE = "timeline.jsonl"  # every prompt attempt's model and tool calls, time
 # output.tokens: every prompt attempt's token ids and logprobs per assistant turn, keyed like the ledger
 # ({key, inv, turns, drift}; trajectory/tokens.py)
 TOKENS = "tokens/turns.jsonl"
+# feed=atropos: every group pushed to the trainer, its intent before the push and its acknowledgement after
+# ({group, state: intent|pushed|skipped, ...}; run/feed.py)
+FEED = "feed.jsonl"
 BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")  # batch files of a hermes-agent run dir
 BATCH_GLOB = "batch_*.jsonl"
 BATCH_FILE = "batch_{}.jsonl"  # .format(batch number)

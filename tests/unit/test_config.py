@@ -192,6 +192,8 @@ def test_an_external_agent_needs_a_command_and_a_sandbox_without_network():
     assert start_problems(cfg.agent, cfg.sandbox) == []
     cfg = _validated(("agent=hermes_agent", "sandbox=podman", "sandbox.docker.network_mode=bridge"))
     assert "sandbox.docker.network_mode=none" in start_problems(cfg.agent, cfg.sandbox)[0]
+    cfg = _validated(("agent=mini_swe_agent", "feed=atropos"))  # its calls carry no token ids to feed
+    assert "feed=atropos needs the built-in agent" in start_problems(cfg.agent, cfg.sandbox, cfg.feed.kind.value)[0]
     assert AgentConfig(env={"A;rm": "1"}).problems("agent") == [
         "agent.env: 'A;rm' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
     ]
