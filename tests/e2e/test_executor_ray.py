@@ -112,6 +112,13 @@ def test_killed_worker_loses_only_its_prompts_which_are_redispatched(make_cfg, t
     # The killed actor had 2 prompts in flight: each was sent again, and only those.
     first_calls = Counter(r.prompt.split("\n")[0] for r in server.requests if r.turn == 0)
     assert sorted(first_calls.values()) == [1] * (n - 2) + [2, 2]
+    # The driver recorded every call as it started, the 2 lost with the actor too (never answered), and
+    # charged each answered call once: what the ledger and usage.jsonl hold together is what was spent.
+    calls = read_jsonl(run_dir / "usage.jsonl")
+    assert sum(c["event"] == "start" for c in calls) == len(server.requests) == stats["model_calls"]["started"]
+    assert stats["model_calls"]["unanswered"] == 2 and stats["model_calls"]["answered"] == len(server.requests) - 2
+    ends = sum(c["usage"]["total_tokens"] for c in calls if c["event"] == "end")
+    assert ends == stats["usage"]["total_tokens"] > 0
 
 
 def test_lost_prompts_beyond_the_bound_fail_and_resume_retries_them(make_cfg, tmp_path, run_dir, server):
