@@ -1,13 +1,13 @@
 """Sessions on a Ray cluster: async actors each run up to `sessions_per_worker` sessions at once.
 
 The driver keeps `num_workers` prompts in flight (the LocalExecutor loop), sends each to the
-least-loaded live actor and awaits its ObjectRef, so outcomes stream back as they finish and
-the driver stays the only writer of the run directory. Each prompt's task on an actor is a stream: it tells
-the driver of every model call as it starts (and waits for its "go") and as it ends, then yields the Outcome;
-the driver runs the run's call hooks for each (usage.jsonl, the budget), so the calls of a prompt lost with
-its node are counted too. Each actor paces its share of the rate limit itself. An actor that dies loses only its
-in-flight prompts: Ray restarts it (up to `max_restarts`), and each lost prompt is sent again
-(up to `max_redispatch` times) or recorded as failed, to be retried on resume.
+least-loaded live actor and reads its task's stream, so outcomes stream back as they finish and
+the driver stays the only writer of the run directory. The stream tells the driver of each model
+call as it starts (the actor waits for the driver's "go") and as it ends, then gives the Outcome:
+the driver runs the run's call hooks for each (usage.jsonl, the budget), so the calls of a prompt
+lost with its actor are counted too; each actor paces its share of the rate limit itself. An actor
+that dies loses only its in-flight prompts: Ray restarts it (up to `max_restarts`), and each lost
+prompt is sent again (up to `max_redispatch` times) or recorded as failed, to be retried on resume.
 """
 
 from __future__ import annotations
