@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from conftest import base_overrides, compose_cfg, write_jsonl  # noqa: E402
+sys.path.insert(0, str(ROOT))
 
 from hermes_runner.commands.job import run_and_print  # noqa: E402
 from hermes_runner.testing.scripted_server import ScriptedServer  # noqa: E402
+
+from tests.helpers.run import base_overrides, compose_cfg, write_jsonl  # noqa: E402
 
 
 def timed_run(overrides: list[str], run_dir: Path) -> tuple[float, dict]:

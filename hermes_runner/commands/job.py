@@ -135,8 +135,8 @@ def summary_lines(stats: dict, run_dir: Path, retry_failed: bool = True) -> list
         )
     if lost := (stats.get("model_calls") or {}).get("unanswered"):
         lines.append(
-            f"  {lost:,} model calls were sent and never answered (their prompts cancelled, the runner or its job"
-            " killed): in usage.jsonl, not in the counts above"
+            f"  {lost:,} model calls were sent and never answered (their prompts cancelled, their worker or node"
+            " lost, the runner or its job killed): in usage.jsonl, not in the counts above"
         )
     if p["failed"]:
         again = (

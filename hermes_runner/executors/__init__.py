@@ -49,9 +49,10 @@ def open_executor(
 ) -> Opened:
     """The configured executor and the `work` to map with it (one prompt -> one Outcome).
 
-    In-process and in worker processes (`executor.processes`), `hooks` meter every call of the run's model (rate
-    limit, budget), and `tool_hooks` those of tools' models (vision, MoA). On Ray, each actor paces its share of the
-    rate limit itself, and `on_usage` is told each prompt's usage as it comes back.
+    `hooks` meter every call of the run's model (rate limit, budget, usage.jsonl), as it happens, and `tool_hooks`
+    those of tools' models (vision, MoA): in-process, for the calls of worker processes (`executor.processes`) and of
+    Ray actors, which pace their share of the rate limit themselves (the driver's limiter is left out). `on_usage`
+    (the budget's `charge`) is for an executor of one's own that learns a prompt's usage only when it comes back.
     """
     name = ecfg.backend
     if name == ExecutorKind.local and worker_processes(ecfg, num_workers) > 1:

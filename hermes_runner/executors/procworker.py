@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 
 from hermes_runner.executors.processes import Link, call_end
 from hermes_runner.model.base import CallHook, Completion
@@ -29,31 +30,36 @@ REQUEST: contextvars.ContextVar[int] = contextvars.ContextVar("hermes_worker_req
 
 
 class RelayHook(CallHook):
-    """This worker's call hook: the runner's hooks (`which`: the run's model or the tools') meter each call."""
+    """This worker's call hook: the runner's hooks (`which`: the run's model or the tools') meter each call.
 
-    def __init__(self, link: Link, which: str, waiting: dict[int, asyncio.Future], ids: itertools.count):
-        self.link, self.which, self.waiting, self.ids = link, which, waiting, ids
+    `send` carries its messages to the runner (a Ray actor's: the prompt's stream of events); the runner
+    answers a "before" with "go", which sets `waiting[cid]`."""
+
+    def __init__(
+        self, send: Callable[[tuple], None], which: str, waiting: dict[int, asyncio.Future], ids: itertools.count
+    ):
+        self.send, self.which, self.waiting, self.ids = send, which, waiting, ids
         self._open: dict[int, int] = {}  # task -> call id of its call in progress
 
     async def before_call(self, estimate_tokens: float = 0.0) -> None:
         cid = next(self.ids)
         go = self.waiting[cid] = asyncio.get_running_loop().create_future()
-        self.link.send(("before", REQUEST.get(), cid, self.which, estimate_tokens))
+        self.send(("before", REQUEST.get(), cid, self.which, estimate_tokens))
         try:
             await go
         except BaseException:
             self.waiting.pop(cid, None)
-            self.link.send(("after", cid, ("cancelled",)))
+            self.send(("after", cid, ("cancelled",)))
             raise
         self._open[id(asyncio.current_task())] = cid
 
     def after_call(self, exc: BaseException | None, completion: Completion | None) -> None:
         cid = self._open.pop(id(asyncio.current_task()), None)
         if cid is not None:
-            self.link.send(("after", cid, call_end(exc, completion)))
+            self.send(("after", cid, call_end(exc, completion)))
 
     def on_retry(self, exc: BaseException | None) -> None:
-        self.link.send(("retry", REQUEST.get(), self.which, call_end(exc, None)))
+        self.send(("retry", REQUEST.get(), self.which, call_end(exc, None)))
 
 
 class LinkHandler(logging.Handler):
@@ -87,8 +93,8 @@ async def serve(fd: int) -> None:
     root.setLevel(logging.INFO if spec.settings.verbose else logging.WARNING)
     waiting: dict[int, asyncio.Future] = {}
     ids = itertools.count()
-    hooks = [RelayHook(link, "main", waiting, ids)]
-    tool_hooks = [RelayHook(link, "tool", waiting, ids)]
+    hooks = [RelayHook(link.send, "main", waiting, ids)]
+    tool_hooks = [RelayHook(link.send, "tool", waiting, ids)]
     sessions: dict[int, asyncio.Task] = {}
     with redacting_logs(Redactor.from_sources(as_container(spec))):  # (its sections name the api_key_env)
         try:

@@ -1,24 +1,29 @@
 """Sessions on a Ray cluster: async actors each run up to `sessions_per_worker` sessions at once.
 
 The driver keeps `num_workers` prompts in flight (the LocalExecutor loop), sends each to the
-least-loaded live actor and awaits its ObjectRef, so outcomes stream back as they finish and
-the driver stays the only writer of the run directory. An actor that dies loses only its
-in-flight prompts: Ray restarts it (up to `max_restarts`), and each lost prompt is sent again
-(up to `max_redispatch` times) or recorded as failed, to be retried on resume.
+least-loaded live actor and reads its task's stream, so outcomes stream back as they finish and
+the driver stays the only writer of the run directory. The stream tells the driver of each model
+call as it starts (the actor waits for the driver's "go") and as it ends, then gives the Outcome:
+the driver runs the run's call hooks for each (usage.jsonl, the budget), so the calls of a prompt
+lost with its actor are counted too; each actor paces its share of the rate limit itself. An actor
+that dies loses only its in-flight prompts: Ray restarts it (up to `max_restarts`), and each lost
+prompt is sent again (up to `max_redispatch` times) or recorded as failed, to be retried on resume.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import math
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,8 +36,10 @@ from hermes_runner.dataset import Prompt
 from hermes_runner.errors import ConfigError
 from hermes_runner.executors.base import Dispatcher, Slot, Work, failure
 from hermes_runner.executors.local import LocalExecutor
+from hermes_runner.executors.processes import rebuild_end
+from hermes_runner.executors.procworker import RelayHook
+from hermes_runner.model.base import CallHook
 from hermes_runner.model.ratelimit import EndpointLimiter
-from hermes_runner.usage import Usage
 
 try:
     import ray
@@ -47,6 +54,22 @@ LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2  # outcomes are small; a local cluster 
 CLOSE_TIMEOUT_S = 30.0  # time actors get to close their sandboxes before they are killed
 WAIT_LOG_EVERY_S = 30.0
 
+# The events of the prompt whose session runs in this task (set in each `SessionActor.run`).
+EVENTS: ContextVar[asyncio.Queue | None] = ContextVar("hermes_ray_events", default=None)
+
+
+class _StreamRelay(RelayHook):
+    """An actor's call hook: each call goes to the driver through its prompt's stream (none: not relayed)."""
+
+    async def before_call(self, estimate_tokens: float = 0.0) -> None:
+        if EVENTS.get() is not None:
+            await super().before_call(estimate_tokens)
+
+
+def _to_driver(msg: tuple) -> None:
+    if (events := EVENTS.get()) is not None:
+        events.put_nowait(msg)
+
 
 class SessionActor:
     """One Ray worker process: builds its own model client and sandbox backend, runs sessions."""
@@ -60,6 +83,8 @@ class SessionActor:
         self._stack: AsyncExitStack | None = None
         self._runner: SessionRunner | None = None
         self._lock = asyncio.Lock()
+        self._waiting: dict[int, asyncio.Future] = {}  # call id -> the driver's "go"
+        self._ids = itertools.count()
 
     async def _ensure(self) -> SessionRunner:
         async with self._lock:
@@ -67,7 +92,10 @@ class SessionActor:
                 spec = self.spec
                 limiter = EndpointLimiter(_share(spec.model.rate_limit, spec.rate_share), spec.pool_size)
                 stack = AsyncExitStack()
-                self._runner = await stack.enter_async_context(session_runner(spec, hooks=[limiter]))
+                hooks = [limiter, _StreamRelay(_to_driver, "main", self._waiting, self._ids)]
+                tool_hooks = [_StreamRelay(_to_driver, "tool", self._waiting, self._ids)]
+                runner = session_runner(spec, hooks=hooks, tool_hooks=tool_hooks)
+                self._runner = await stack.enter_async_context(runner)
                 self._stack = stack
         return self._runner
 
@@ -76,9 +104,27 @@ class SessionActor:
         await self._ensure()
         return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
 
-    async def run(self, prompt: Prompt) -> Outcome:
+    async def run(self, prompt: Prompt) -> AsyncIterator[tuple]:
+        """The prompt's call events as they happen (procworker's messages), then ("done", its Outcome)."""
         runner = await self._ensure()
-        return await runner(prompt)
+        events: asyncio.Queue = asyncio.Queue()
+        EVENTS.set(events)
+        session = asyncio.ensure_future(runner(prompt))  # (in a copy of this context: its calls go to `events`)
+        session.add_done_callback(lambda _: events.put_nowait(None))
+        try:
+            while (msg := await events.get()) is not None:
+                yield msg
+            yield ("done", session.result())
+        finally:
+            if not session.done():
+                session.cancel()  # cancelled by the driver: the session closes its sandbox
+                await asyncio.gather(session, return_exceptions=True)
+
+    async def go(self, cid: int) -> None:
+        """The driver recorded the start of call `cid`: it may be made."""
+        fut = self._waiting.pop(cid, None)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
 
     async def close(self) -> None:
         async with self._lock:
@@ -152,12 +198,14 @@ class RayExecutor(Dispatcher, LocalExecutor):
     noun, lost_errors = "Ray worker", (RayActorError, WorkerCrashedError)
 
     def __init__(
-        self, ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, on_usage: Callable[[Usage], None] | None = None
-    ):
+        self, ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: Sequence[CallHook] = (),
+        tool_hooks: Sequence[CallHook] = (),
+    ):  # fmt: skip
         super().__init__(num_workers)  # (config.check saw sessions_per_worker >= 1, max_redispatch >= 0)
         self.ecfg, self.max_redispatch = ecfg, ecfg.max_redispatch
         self.spec = spec
-        self.on_usage = on_usage  # told each prompt's usage as it comes back (the run's budget)
+        # The run's hooks record and charge each call; the actors pace it (the driver's limiter is left out).
+        self.hooks = {"main": [h for h in hooks if not isinstance(h, EndpointLimiter)], "tool": list(tool_hooks)}
         self.per_actor = min(ecfg.sessions_per_worker, num_workers)
         self.slots: list[_Slot] = []
         self._changed = asyncio.Condition()
@@ -180,7 +228,7 @@ class RayExecutor(Dispatcher, LocalExecutor):
             log.warning("model URL %s is loopback: workers on other nodes cannot reach it", base)
         actor_cls = ray.remote(SessionActor).options(
             num_cpus=self.ecfg.cpus_per_worker,
-            max_concurrency=self.per_actor + 2,  # + ready/close calls
+            max_concurrency=2 * self.per_actor + 2,  # + a "go" per session, ready/close calls
             max_restarts=self.ecfg.max_restarts,
             max_task_retries=0,  # the driver re-dispatches lost prompts itself, to any live actor
             scheduling_strategy="SPREAD",
@@ -268,20 +316,42 @@ class RayExecutor(Dispatcher, LocalExecutor):
     # -- the work ------------------------------------------------------------------------
 
     async def _send(self, slot: _Slot, prompt: Prompt, started: float) -> Outcome:
-        ref = slot.actor.run.remote(prompt)
+        """Run `prompt` on the actor; its calls' events go through the run's hooks (in this, its session's, task)."""
+        stream = slot.actor.run.options(num_returns="streaming").remote(prompt)
+        which: dict[int, str] = {}  # call id -> its hooks ("main" or "tool")
         try:
-            outcome = await ref
+            async for ref in stream:
+                msg = await ref
+                if msg[0] == "done":
+                    return msg[1]
+                await self._relayed(slot, msg, which)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
-                ray.cancel(ref)  # an async actor task: its session sees CancelledError and cleans up
+                ray.cancel(stream)  # an async actor task: its session sees CancelledError and cleans up
             raise
         except self.lost_errors:
             raise
         except RayError as exc:
             return failure(prompt, type(exc).__name__, _cause(exc), started)
-        if self.on_usage:
-            self.on_usage(outcome.usage)
-        return outcome
+        return failure(prompt, "RayError", "the Ray worker's stream ended without an outcome", started)
+
+    async def _relayed(self, slot: _Slot, msg: tuple, which: dict[int, str]) -> None:
+        """One call event of an actor's session (procworker's messages) through the run's hooks."""
+        kind = msg[0]
+        if kind == "before":  # (rid, cid, hooks, estimate): record its start, then "go"
+            _, _, cid, which[cid], estimate = msg
+            for h in self.hooks[which[cid]]:
+                await h.before_call(estimate)  # (the budget's: records, never waits)
+            with contextlib.suppress(RayError):
+                slot.actor.go.remote(cid)
+        elif kind == "after":  # (cid, end)
+            exc, completion = rebuild_end(msg[2])
+            for h in self.hooks[which.pop(msg[1], "main")]:
+                h.after_call(exc, completion)
+        elif kind == "retry":  # (rid, hooks, end)
+            exc, _ = rebuild_end(msg[3])
+            for h in self.hooks[msg[2]]:
+                h.on_retry(exc)
 
 
 def _cause(exc: BaseException | None) -> str:
@@ -292,8 +362,8 @@ def _cause(exc: BaseException | None) -> str:
 
 
 def ray_executor(
-    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: object, tool_hooks: object,
-    on_usage: Callable[[Usage], None] | None = None,
+    ecfg: ExecutorConfig, num_workers: int, spec: WorkerSpec, hooks: Sequence[CallHook], tool_hooks: Sequence[CallHook],
+    on_usage: object = None,
 ) -> AbstractAsyncContextManager[tuple[RayExecutor, Work]]:  # fmt: skip
-    """Each actor paces its share of the rate limit itself: `hooks` and `tool_hooks` stay in the driver unused."""
-    return RayExecutor(ecfg, num_workers, spec, on_usage).running()
+    """Each actor paces its share of the rate limit itself; the driver's other hooks record and charge every call."""
+    return RayExecutor(ecfg, num_workers, spec, hooks, tool_hooks).running()

@@ -112,6 +112,13 @@ def test_killed_worker_loses_only_its_prompts_which_are_redispatched(make_cfg, t
     # The killed actor had 2 prompts in flight: each was sent again, and only those.
     first_calls = Counter(r.prompt.split("\n")[0] for r in server.requests if r.turn == 0)
     assert sorted(first_calls.values()) == [1] * (n - 2) + [2, 2]
+    # The driver recorded every call as it started, the 2 lost with the actor too (never answered), and
+    # charged each answered call once: what the ledger and usage.jsonl hold together is what was spent.
+    calls = read_jsonl(run_dir / "usage.jsonl")
+    assert sum(c["event"] == "start" for c in calls) == len(server.requests) == stats["model_calls"]["started"]
+    assert stats["model_calls"]["unanswered"] == 2 and stats["model_calls"]["answered"] == len(server.requests) - 2
+    ends = sum(c["usage"]["total_tokens"] for c in calls if c["event"] == "end")
+    assert ends == stats["usage"]["total_tokens"] > 0
 
 
 def test_lost_prompts_beyond_the_bound_fail_and_resume_retries_them(make_cfg, tmp_path, run_dir, server):
@@ -138,6 +145,26 @@ def test_when_no_worker_is_left_the_run_stops(make_cfg, tmp_path, run_dir, serve
     assert code == 1
     assert stats["failed_by_error"] == {"WorkerLost": 2} and stats["prompts"]["pending"] == 4
     assert len(server.requests) == 2  # nothing else was started once the only actor was gone
+
+
+def test_run_budget_is_charged_per_call_once(make_cfg, tmp_path, run_dir, server):
+    """The driver charges each call of an actor as it ends (not the prompt's usage again when it comes back)."""
+    term = {"name": "terminal", "arguments": {"command": "echo hi"}}
+    rows = [
+        {"prompt": script({"tool_calls": [term], "reasoning": "r", "cost": 0.01},
+                          {"content": "done", "reasoning": "r", "cost": 0.01}, text=f"task {i}")}
+        for i in range(12)
+    ]  # fmt: skip
+    ds = write_jsonl(tmp_path / "d.jsonl", rows)
+    opts = [*RAY, "num_workers=2", "executor.sessions_per_worker=2"]
+    code, stats = run_inprocess(make_cfg(*opts, "limits.max_cost_usd=0.1", dataset=ds), run_dir)
+    assert code == 3 and stats["stopped_by_budget"].startswith("limits.max_cost_usd=0.1")
+    started = {r.prompt for r in server.requests if r.turn == 0}
+    # 0.1 buys five prompts of $0.02 (charged twice: fewer); the two in flight when it ran out may finish.
+    assert 5 <= len(started) <= 7 and stats["prompts"]["ok"] == len(started)
+    code, stats = run_inprocess(make_cfg(*opts, "limits.max_cost_usd=1.0", dataset=ds), run_dir)
+    assert code == 0 and stats["prompts"]["ok"] == 12
+    assert stats["usage"]["cost_usd"] == pytest.approx(0.24) and stats["stopped_by_budget"] is None
 
 
 def test_worker_config_error_stops_the_run(make_cfg, tmp_path, run_dir, server, monkeypatch):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import random
 import re
@@ -103,9 +105,9 @@ def test_run_on_an_existing_cluster(head_node, server, tmp_path):
 
 def test_a_node_lost_mid_run_then_the_driver_killed(two_nodes, server, tmp_path, monkeypatch):
     """200 prompts at 32 in flight spread over both nodes (the default sessions_per_worker=32 would make one
-    actor); the second node's raylet is killed while 32 calls are held: the run finishes with every prompt
-    once, having made at most the distinct calls + those in flight at the loss. Then the driver of a second run
-    on the surviving node is killed -9 mid-run and the rerun resumes."""
+    actor); the second node's raylet and workers are killed while 32 calls are held: the run finishes with every
+    prompt once, having made at most the distinct calls + those in flight at the loss, each in usage.jsonl. Then
+    the driver of a second run on the surviving node is killed -9 mid-run and the rerun resumes."""
     address, second = two_nodes
     for key, value in TOKEN_AUTH.items():  # (the drivers below, started with this environment, join the cluster)
         monkeypatch.setenv(key, value)
@@ -121,11 +123,20 @@ def test_a_node_lost_mid_run_then_the_driver_killed(two_nodes, server, tmp_path,
         run.wait_for(lambda: server.held == 32, 180, "32 calls held", state=lambda: server.held)
         in_flight = server.in_flight
         raylet = next(p for p in psutil.Process(second.pid).children(recursive=True) if p.name() == "raylet")
-        raylet.kill()
+        for proc in [raylet, *raylet.children(recursive=True)]:  # the node and its workers: a machine lost
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
         server.release()
         assert run.proc.wait(timeout=240) == 0, run.output[-3000:]
     assert_each_prompt_once(run_dir, n)
     assert 2 * n <= len(server.requests) <= 2 * n + in_flight, (len(server.requests), in_flight)
+    # The driver recorded each call as it started, those lost with the node too: they count as unanswered.
+    starts = sum(c["event"] == "start" for c in read_jsonl(run_dir / "usage.jsonl"))
+    calls = json.loads((run_dir / "statistics.json").read_text())["model_calls"]
+    assert starts == calls["started"] == len(server.requests), (starts, calls, len(server.requests))
+    assert 1 <= calls["unanswered"] <= in_flight and calls["failed"] == 0, calls
+    said = rf"{calls['unanswered']}\s+model\s+calls\s+were\s+sent\s+and\s+never\s+answered"
+    assert not calls["unanswered"] or re.search(said, run.output), run.output[-3000:]  # (the summary says so)
 
     server.reset()
     m, again = 30, tmp_path / "again"
