@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from rich.console import Console
@@ -12,11 +13,17 @@ console = Console(stderr=True)
 FILE_ONLY = "file_only"  # `extra={FILE_ONLY: True}`: a log record for the log files, not the console
 
 
+PIPE_WIDTH = 1000  # stdout_console's width on a pipe or file: no table is that wide
+
+
 def stdout_console(**kwargs: object) -> Console:
     """A console for a command's own lines on stdout: wrapped at word boundaries to a terminal's width, whole
-    lines (no wrapping) when stdout is a pipe or file, so that a log or a grep sees each line as one."""
+    lines (no wrapping) when stdout is a pipe or file, so that a log or a grep sees each line as one: a table too
+    is drawn at its natural width there (rich would squeeze it into 80 columns, breaking its cells)."""
     out = Console(**kwargs)  # type: ignore[arg-type]
     out.soft_wrap = not out.is_terminal
+    if not out.is_terminal and "width" not in kwargs and not os.environ.get("COLUMNS"):
+        out.width = PIPE_WIDTH
     return out
 
 
