@@ -44,7 +44,7 @@ from hermes_runner import __version__
 from hermes_runner.config import OutputLayout
 from hermes_runner.errors import ExportError
 from hermes_runner.rundir.layout import FEATURES_FILE
-from hermes_runner.rundir.reader import RunData, find_runs, read_jsonl
+from hermes_runner.rundir.reader import RunData, find_runs
 from hermes_runner.rundir.store import atomic_write, dumps_line
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.trajectory.atif import to_atif
@@ -415,10 +415,6 @@ def write_atif(run: RunData, splits: dict[str, list[dict]], target: Path) -> Non
                  "sample_index": rec.get("sample", 0), "error_type": detail.get("error_type", ""),
                  "error": detail.get("error", "")}
             )  # fmt: skip
-    stale = {r.get("file") for r in read_jsonl(target / ATIF_INDEX)} - {line["file"] for line in lines}
-    for name in stale:  # files of an earlier export into this dir that this one has not (its index lists them)
-        if isinstance(name, str) and name.endswith(".json") and not _UNSAFE.search(name):
-            (target / name).unlink(missing_ok=True)
     atomic_write(target / ATIF_INDEX, (dumps_line(line) for line in lines))
 
 
@@ -472,8 +468,9 @@ def export(
     table: dict | None = None,
     drift: str = "mask",
 ) -> tuple[Path, dict]:
-    """Write the export; return (where, rows per split). `table`: filled with the rows' provenance hashes -> what
-    each stands for (trajectory/provenance.py)."""
+    """Write the export into `out`; return (where, rows per split). `table`: filled with the rows' provenance
+    hashes -> what each stands for (trajectory/provenance.py). It writes in place, over what is there: to replace
+    an earlier export (its stale files removed), go through `reproduce.export_one`, as the commands do."""
     if discarded and fmt != "atif":
         raise ExportError("--discarded adds the discarded trajectories to an atif export: use it with --to atif")
     if pass_fail and fmt != "splits":

@@ -13,6 +13,7 @@ from hermes_runner.tools.catalog import tool_names
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.trajectory.atif import SCHEMA_VERSION, step_metrics, to_atif
 from hermes_runner.trajectory.export import ATIF_INDEX, export, push_to_hub
+from hermes_runner.trajectory.reproduce import export_one
 
 from tests.helpers import small_run
 from tests.helpers.inprocess import result
@@ -204,7 +205,8 @@ def test_the_export_writes_a_file_per_trajectory_and_an_index_that_names_the_fai
     assert kept["session_id"] == f"run/{index[0]['key']}" and kept["extra"]["disposition"] == "kept"
     assert kept["steps"][1]["tool_calls"][0]["tool_call_id"] == "c1"
     assert kept["steps"][1]["observation"]["results"][0]["source_call_id"] == "c1"
-    export(run, "atif")  # again without the discards: their file goes
+    # Again without the discards, through the command's path (built aside, then installed): their file goes.
+    export_one(run, "atif", None, {}, manifest=False)
     assert sorted(p.name for p in where.glob("*.json")) == [index[0]["file"]]
     assert [i["status"] for i in read_jsonl(where / ATIF_INDEX)] == ["ok", "failed"]
 
