@@ -70,14 +70,16 @@ class HoldGate:
         self.held = 0  # chat requests waiting at the hold (see `hold`)
         self._holding = False
         self._let_through = 0
+        self._only: str | None = None
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
         self._lock = threading.Lock()
 
-    def hold(self, after: int = 0) -> None:
+    def hold(self, after: int = 0, only: str | None = None) -> None:
         """Let `after` more chat requests through, then keep each later one waiting (counted in `held`) until
-        `release()`; a held request is recorded in `requests` and counted in `in_flight` as it arrives."""
+        `release()`; a held request is recorded in `requests` and counted in `in_flight` as it arrives. With
+        `only`, just the requests whose first user message contains it are held (and counted in `after`)."""
         with self._lock:
-            self._holding, self._let_through = True, after
+            self._holding, self._let_through, self._only = True, after, only
 
     def release(self) -> None:
         """Stop holding: every held request goes on to its reply (callable from any thread)."""
@@ -86,10 +88,10 @@ class HoldGate:
         for loop, fut in waiters:
             loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
 
-    async def _pass_hold(self) -> None:
-        """Return at once, or once released when the hold keeps this request."""
+    async def _pass_hold(self, prompt: str) -> None:
+        """Return at once, or once released when the hold keeps this request (of first user message `prompt`)."""
         with self._lock:
-            if not self._holding:
+            if not self._holding or (self._only is not None and self._only not in prompt):
                 return
             if self._let_through > 0:
                 self._let_through -= 1
@@ -197,7 +199,7 @@ class ScriptedServer(HoldGate, LoopbackApp):
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         self.window[0] = self.window[0] or time.monotonic()
         try:
-            await self._pass_hold()
+            await self._pass_hold(prompt)
             if self.latency:
                 await asyncio.sleep(self.latency)
             if self.handler is not None:

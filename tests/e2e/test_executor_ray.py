@@ -41,6 +41,10 @@ def cluster():
     ray.shutdown()
 
 
+def lines_of(path: Path) -> int:
+    return path.read_text().count("\n") if path.exists() else 0
+
+
 def actor_pids(talking_to: int) -> list[int]:
     """Our session actors (Ray titles them `ray::SessionActor...`) with a connection to port `talking_to`."""
     out = []
@@ -56,17 +60,28 @@ def actor_pids(talking_to: int) -> list[int]:
 
 
 def test_sessions_run_on_actors_and_stream_back(make_cfg, tmp_path, run_dir, server):
-    slow = {"content": "slow one", "reasoning": "r", "sleep": 4}
+    slow = {"content": "slow one", "reasoning": "r"}
     rows = [{"prompt": script(slow, text="slow task")}] + [{"prompt": f"quick {i}"} for i in range(7)]
     ds = write_jsonl(tmp_path / "d.jsonl", rows)
     cfg = make_cfg(*RAY, "num_workers=4", "executor.sessions_per_worker=2", "sandbox.keep=true", dataset=ds)
+    server.hold(only="slow task")  # the slow prompt's reply waits until the 7 quick ones are in the ledger
+
+    def release_when_the_quick_ones_are_recorded() -> None:
+        try:
+            wait_for(lambda: lines_of(run_dir / "ledger.jsonl") >= 7, ACTORS_BUSY_S, "7 prompts recorded")
+        finally:
+            server.release()
+
+    t = threading.Thread(target=release_when_the_quick_ones_are_recorded, daemon=True)
+    t.start()
     code, stats = run_inprocess(cfg, run_dir)
+    t.join()
     assert code == 0 and stats["prompts"]["ok"] == 8
     assert_each_prompt_once(run_dir, 8)
     # The quick prompts ran a terminal command in sandboxes of two actor processes, not the driver.
     owners = {d.name.rsplit("-", 1)[1] for d in (tmp_path / "sandboxes").iterdir() if d.name.startswith("t-")}
     assert len(owners) == 2 and str(os.getpid()) not in owners
-    # Streaming: the slow prompt, dispatched first, was recorded after all the quick ones.
+    # Streaming: the quick prompts were recorded while the slow one, dispatched first, was still in flight.
     order = [r["index"] for r in read_jsonl(run_dir / "ledger.jsonl")]
     assert order[-1] == 0 and sorted(order) == list(range(8))
     assert stats["tool_statistics"]["terminal"]["success"] == 7
