@@ -18,26 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Iterator
-
-import openai
 
 from hermes_runner.config import BatchConfig, PriceConfig
 from hermes_runner.errors import ModelCallError
 from hermes_runner.model.base import Completion
 from hermes_runner.model.batch_journal import BatchJournal
 from hermes_runner.model.cache import CALL_SCOPE, fingerprint
-from hermes_runner.model.client import CHAT_PATH, OpenAIChatModel, parse_completion
-from hermes_runner.model.retry import retrying
+from hermes_runner.model.client import OpenAIChatModel, parse_completion
+from hermes_runner.model.openai_batches import OpenAIBatches, batch_error, describe
 from hermes_runner.usage import fill_cost
-from hermes_runner.util import fastjson
 
 log = logging.getLogger(__name__)
-
-ENDPOINT = "/v1" + CHAT_PATH  # the batch line's url and the batch's endpoint
-ENDED = {"completed", "expired", "failed", "cancelled"}
-WINDOW = "24h"  # the only completion window OpenAI offers
 
 
 def batch_price(price: PriceConfig, discount: float) -> PriceConfig:
@@ -55,7 +47,7 @@ class BatchModel:
 
     def __init__(self, client: OpenAIChatModel, cfg: BatchConfig, journal: BatchJournal, identity: str, seed: int):
         self.client, self.cfg, self.journal = client, cfg, journal
-        self.api = client.client  # the SDK client (files, batches)
+        self.provider = OpenAIBatches(client.client, client.cfg, cfg)
         self.identity, self.seed = f"batch:{identity}", seed
         self.price = batch_price(client.cfg.price, cfg.discount)
         self._queue: dict[str, dict] = {}  # key -> request body, waiting for the next batch
@@ -66,7 +58,6 @@ class BatchModel:
         self._changed = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._started = False
-        self.created = 0  # batches this process created
 
     def request_body(self, messages: list[dict], tools: list[dict]) -> dict:
         return self.client.request_body(messages, tools)
@@ -171,47 +162,32 @@ class BatchModel:
     async def _submit(self, items: dict[str, dict], attempt: int) -> None:
         """Upload the requests and create their batch; fail their calls if the provider refuses."""
         try:
-            lines = (
-                fastjson.dumps({"custom_id": k, "method": "POST", "url": ENDPOINT, "body": b}) for k, b in items.items()
-            )
-            data = b"\n".join(lines) + b"\n"
-            uploaded = await self._call(self.api.files.create, file=("batch.jsonl", data), purpose="batch")
-            self.journal.append({"t": "upload", "file": uploaded.id, "keys": list(items)})
+            file_id = await self.provider.upload(items)
+            self.journal.append({"t": "upload", "file": file_id, "keys": list(items)})
         except Exception as exc:  # noqa: BLE001 - each waiting call fails with it
-            self._fail(list(items), f"batch upload failed: {_describe(exc)}", getattr(exc, "status_code", None))
+            self._fail(list(items), f"batch upload failed: {describe(exc)}", getattr(exc, "status_code", None))
             return
-        await self._create(uploaded.id, list(items), attempt)
+        await self._create(file_id, list(items), attempt)
 
     async def _create(self, file_id: str, keys: list[str], attempt: int, adopt: bool = False) -> None:
         """Create the batch of an uploaded file (or adopt the one a killed life created for it), and follow it."""
         try:
-            batch = await self._adopt(file_id) if adopt else None
-            if batch is None:
-                batch = await self._call(
-                    self.api.batches.create, input_file_id=file_id, endpoint=ENDPOINT, completion_window=WINDOW
-                )
-                self.created += 1
+            batch = await self.provider.adopt(file_id) if adopt else None
+            batch = batch or await self.provider.create(file_id)
             self.journal.append({"t": "batch", "id": batch.id, "file": file_id, "keys": keys, "attempt": attempt})
         except Exception as exc:  # noqa: BLE001
-            self._fail(keys, f"batch creation failed: {_describe(exc)}", getattr(exc, "status_code", None))
+            self._fail(keys, f"batch creation failed: {describe(exc)}", getattr(exc, "status_code", None))
             return
         log.info("batch %s: %d requests sent (attempt %d)", batch.id, len(keys), attempt)
         await self._follow(batch.id, keys, attempt)
 
-    async def _adopt(self, file_id: str) -> object | None:
-        """A batch the provider already has for this input file (created just before a kill), if any."""
-        async for batch in self.api.batches.list(limit=100):
-            if batch.input_file_id == file_id:
-                return batch
-        return None
-
     async def _follow(self, batch_id: str, keys: list[str], attempt: int) -> None:
         """Poll the batch until it ends, then answer its calls (or send the unanswered ones again, once)."""
         try:
-            batch = await self._wait(batch_id)
-            records = await self._results(batch)
+            batch = await self.provider.wait(batch_id)
+            records = await self.provider.results(batch)
         except Exception as exc:  # noqa: BLE001 - the batch stays in the journal: a rerun follows it again
-            self._fail(keys, f"batch {batch_id} could not be followed: {_describe(exc)}", None, record=False)
+            self._fail(keys, f"batch {batch_id} could not be followed: {describe(exc)}", None, record=False)
             return
         self.journal.append(*records, {"t": "done", "id": batch_id, "status": batch.status})  # one fsync
         for rec in records:
@@ -223,7 +199,7 @@ class BatchModel:
         left = [k for k in keys if k not in answered]
         if not left:
             return
-        why = _batch_error(batch)
+        why = batch_error(batch)
         if attempt == 1 and batch.status != "completed":
             log.warning(
                 "batch %s %s (%s): its %d unanswered requests go once more", batch_id, batch.status, why, len(left)
@@ -235,30 +211,6 @@ class BatchModel:
                 await self._submit(again, 2)
             return
         self._fail(left, f"batch {batch_id} {batch.status}: {why}", None)
-
-    async def _wait(self, batch_id: str):
-        """The batch once it has ended (polled every poll_s; cancelled past max_wait_h)."""
-        started = time.monotonic()
-        while True:
-            batch = await self._call(self.api.batches.retrieve, batch_id)
-            if batch.status in ENDED:
-                return batch
-            if time.monotonic() - started > self.cfg.max_wait_h * 3600 and batch.status != "cancelling":
-                log.warning("batch %s still %s after model.batch.max_wait_h=%g: cancelled", batch_id, batch.status,
-                            self.cfg.max_wait_h)  # fmt: skip
-                await self._call(self.api.batches.cancel, batch_id)
-            await asyncio.sleep(self.cfg.poll_s)
-
-    async def _results(self, batch) -> list[dict]:
-        """The journal records of every line of the batch's output and error files (a batch-level expiry or
-        cancellation answers nothing: that request goes again)."""
-        records = []
-        for file_id in (batch.output_file_id, batch.error_file_id):
-            if file_id:
-                content = await self._call(self.api.files.content, file_id)
-                lines = (fastjson.loads(line) for line in content.content.splitlines() if line.strip())
-                records += [rec for line in lines if (rec := _record(line)) is not None]
-        return records
 
     def _resolve(self, key: str, body: dict) -> None:
         self._bodies.pop(key, None)
@@ -276,13 +228,6 @@ class BatchModel:
             if fut is not None and not fut.done():
                 fut.set_exception(ModelCallError(message, status))
 
-    async def _call(self, fn, *args, **kwargs):
-        """One batch API request, retried like a chat call (model.max_retries, Retry-After)."""
-        async for attempt in retrying(self.client.cfg):
-            with attempt:
-                return await fn(*args, **kwargs)
-        raise AssertionError("unreachable")
-
     async def aclose(self) -> None:
         for task in list(self._tasks):
             task.cancel()
@@ -296,33 +241,3 @@ def _consume(fut: asyncio.Future) -> None:
     """Retrieve the outcome of a call nobody may wait for (a batch's request whose prompt does not come back)."""
     if not fut.cancelled():
         fut.exception()
-
-
-def _record(line: dict) -> dict | None:
-    """The journal record of one result line: a reply, a request's error, or None for a batch-level expiry."""
-    key, response, error = line.get("custom_id"), line.get("response") or {}, line.get("error")
-    status, body = response.get("status_code"), response.get("body")
-    if status == 200 and isinstance(body, dict):
-        return {"t": "reply", "key": key, "body": body}
-    if isinstance(error, dict) and error.get("code") in ("batch_expired", "batch_cancelled", "batch_failed"):
-        return None
-    detail = body.get("error") if isinstance(body, dict) else None
-    detail = detail if isinstance(detail, dict) else error if isinstance(error, dict) else {}
-    return {
-        "t": "error",
-        "key": key,
-        "error": f"HTTP {status}: {detail.get('message') or 'no message'}",
-        "status": status,
-    }
-
-
-def _batch_error(batch) -> str:
-    errors = getattr(getattr(batch, "errors", None), "data", None) or []
-    texts = [f"{e.code}: {e.message}" if getattr(e, "code", None) else str(e.message) for e in errors]
-    return "; ".join(texts) or f"the provider ended it {batch.status}"
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {exc.message}"
-    return f"{type(exc).__name__}: {exc}"

@@ -143,8 +143,8 @@ def test_an_upload_whose_batch_was_created_unrecorded_is_adopted(server, tmp_pat
             lines = [{"custom_id": k, "method": "POST", "url": "/v1/chat/completions",
                       "body": model.request_body(c, [])} for k, c in zip(keys, conversations, strict=True)]  # fmt: skip
             data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-            uploaded = await model.api.files.create(file=("b.jsonl", data), purpose="batch")
-            await model.api.batches.create(
+            uploaded = await model.provider.api.files.create(file=("b.jsonl", data), purpose="batch")
+            await model.provider.api.batches.create(
                 input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
             )
             model.journal.append({"t": "upload", "file": uploaded.id, "keys": keys})
