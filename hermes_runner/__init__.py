@@ -29,7 +29,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     telemetry/      OpenTelemetry GenAI spans of the sessions: Trace (no-op when off), genai (the attributes),
                     otel (the SDK's provider, traced model and sandbox; imported only when on), otlp_json (the file)
     model/          base (ChatModel, Completion, CallHook), client, stream, retry, reasoning, ratelimit, serve,
-                    proxy (the recording model proxy external agents call)
+                    proxy (the recording model proxy external agents call), batch (model.batch: calls gathered
+                    into provider batches; batch_journal, openai_batches)
     sandbox/        where tool commands run: base Protocols, factory in __init__, one package per backend family
                     (local/: bubblewrap, docker/: containers) and podman (Docker's backend on Podman), watchdog
     rundir/         the run directory on disk: layout (file names), store, manifest, stats, metrics (pass@k and
@@ -41,7 +42,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     config/         every option, a module per section and its rules; root (RunConfig), check, convert, templating
     errors.py       every exception type and the exit codes, with the control-flow table
     conf/           the Hydra configs (shipped in the wheel): config.yaml and one folder per group
-    testing/        the #script grammar (script), the scripted OpenAI-compatible server for tests and benches,
+    testing/        the #script grammar (script), the scripted OpenAI-compatible server for tests and benches
+                    (and its Batch API: batch_api),
                     ScriptedModel: the same script in process (model); the product never imports it
     export.py, merge.py  `python -m hermes_runner.export` / `.merge`, the addresses the docs name: commands/
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import traceback
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
@@ -115,11 +117,13 @@ class SessionRunner:
         own = set(spec.distribution.toolsets) - self.unavailable_toolsets
         # tool_stats keys: the run's tools, or the names an external program's tools are counted by
         self.fill = stats_names(own) if self.agent.own_tools else sorted(set(agent_tools))
+        # entered around each prompt's session: batch mode counts the sessions in flight with it (model/batch.py)
+        self.around: Callable[[], AbstractContextManager] = contextlib.nullcontext
 
     async def __call__(self, prompt: Prompt) -> Outcome:
         """Run the prompt, its session one trace (telemetry: an invoke_agent span, its calls below)."""
         attrs = genai.session(prompt.key, prompt.index, prompt.sample, self.spec.model_name)
-        with self.trace.span(f"invoke_agent {genai.AGENT}", attrs) as span:
+        with self.trace.span(f"invoke_agent {genai.AGENT}", attrs) as span, self.around():
             outcome = await self._attempts(prompt)
             _traced(span, outcome)
             return outcome

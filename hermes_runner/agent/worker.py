@@ -12,6 +12,7 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hermes_runner.agent.external import ExternalAgent
 from hermes_runner.agent.install import Install
@@ -30,9 +31,12 @@ from hermes_runner.config import (
     as_container,
 )
 from hermes_runner.model.base import CallHook
+from hermes_runner.model.batch import BatchModel
+from hermes_runner.model.batch_journal import BatchJournal
 from hermes_runner.model.cache import CachedModel, endpoint_identity, open_cache
 from hermes_runner.model.client import OpenAIChatModel
 from hermes_runner.model.proxy import ModelProxy
+from hermes_runner.rundir.layout import BATCH_JOURNAL
 from hermes_runner.sandbox import make_backend
 from hermes_runner.scorers import open_scorers
 from hermes_runner.telemetry import genai, open_trace
@@ -89,6 +93,13 @@ async def session_runner(
             tokens=spec.tokens,
         )  # fmt: skip
         stack.push_async_callback(model.aclose)
+        batch = None
+        if spec.model.batch.enabled:  # every session's next call joins the provider's current batch
+            journal = BatchJournal.open(Path(spec.run_dir) / BATCH_JOURNAL)
+            model = batch = BatchModel(
+                model, spec.model.batch, journal, endpoint_identity(spec.model), spec.session.seed
+            )
+            stack.push_async_callback(batch.aclose)
         if (cache := open_cache(spec.cache)) is not None:  # in front of the meters: a hit is no call
             stack.callback(cache.close)
             model = CachedModel(model, cache, endpoint_identity(spec.model), spec.session.seed)
@@ -114,7 +125,10 @@ async def session_runner(
             parts = spec.agent, spec.install, spec.settings, spec.model.name, spec.proxy_share
             agent = ExternalAgent(model, proxy, *parts)
         parts = unavailable, services.by_toolset, dropped, scorers, trace, agent, spec.agent.tool_names
-        yield SessionRunner(model, backend, spec.settings, spec.session, *parts)
+        runner = SessionRunner(model, backend, spec.settings, spec.session, *parts)
+        if batch is not None:
+            runner.around = batch.session
+        yield runner
 
 
 def _remove_empty(path: str) -> None:

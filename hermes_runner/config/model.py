@@ -77,6 +77,31 @@ class RateLimitConfig:
     RULES = {"requests_per_minute": "> 0", "tokens_per_minute": "> 0", "min_concurrency": ">= 1"}
 
 
+class BatchApi(str, Enum):
+    """Which provider batch API carries the calls in batch mode."""
+
+    openai = "openai"  # files + batches (POST /v1/files, /v1/batches; OpenAI and compatible endpoints)
+
+
+@dataclass
+class BatchConfig:
+    """Batch mode (model.batch.enabled=true): every session's next call joins the current provider batch, at the
+    provider's batch price; each session advances one turn per batch round trip (docs/batch.md)."""
+
+    enabled: bool = False
+    api: BatchApi = BatchApi.openai
+    max_requests: int = 50_000  # requests in one batch (OpenAI's limit: 50,000 and a 200 MB file)
+    poll_s: float = 30.0  # seconds between two status polls of a batch in flight
+    max_wait_h: float = 24.0  # a batch still unfinished after this long is cancelled and handled like an expired one
+    # a batch goes once every session in flight waits on the model (or max_requests are waiting); it goes this
+    # many seconds after that moment, and only if it still holds (a finished session's replacement joins it)
+    linger_s: float = 1.0
+    discount: float = 0.5  # batch price = model.price x this (OpenAI, Anthropic: half), unless the reply has a cost
+    turnaround_h: float = 24.0  # the provider's stated time of one batch (the dry run's hours: turns x this)
+    RULES = {"max_requests": ">= 1", "poll_s": "> 0", "max_wait_h": "> 0", "linger_s": ">= 0", "discount": ">= 0",
+             "turnaround_h": "> 0"}  # fmt: skip
+
+
 @dataclass
 class ModelConfig:
     name: str = MISSING  # model id sent to the endpoint; `served`: the served model file's name
@@ -99,6 +124,7 @@ class ModelConfig:
     serve: ServeConfig = field(default_factory=ServeConfig)
     price: PriceConfig = field(default_factory=PriceConfig)
     rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)
+    batch: BatchConfig = field(default_factory=BatchConfig)  # the provider's batch API at its discount
     RULES = {"timeout_s": "> 0", "max_retries": ">= 0", "refused_retries": ">= 0",
              "retry_initial_wait_s": ">= 0", "retry_max_wait_s": ">= 0", "tool_choice_turns": ">= 0"}  # fmt: skip
 

@@ -101,7 +101,22 @@ class RunConfig:
         if self.output.tokens and self.model.stream:
             why = f" (feed={self.feed.kind.value} sets output.tokens)" if self.feed.kind != FeedKind.none else ""
             found.append(f"output.tokens{why} needs model.stream=false (a stream carries no token ids)")
-        return found + scorer_set_problems(self.scorers)
+        return found + self._batch_problems() + scorer_set_problems(self.scorers)
+
+    def _batch_problems(self) -> list[str]:
+        """Batch mode gathers every session's next call in one process, and sends no streams."""
+        if not self.model.batch.enabled:
+            return []
+        found = []
+        if self.executor.backend != "local" or self.executor.processes != 1:
+            found.append(
+                "model.batch.enabled=true needs every session in one process: executor=local with "
+                f"executor.processes=1 (not executor.backend={self.executor.backend}, "
+                f"executor.processes={self.executor.processes})"
+            )
+        if self.model.stream:
+            found.append("model.batch.enabled=true sends no streams: set model.stream=false")
+        return found
 
 
 # the config groups (conf/<group>/) and the schema each of their YAMLs is validated against

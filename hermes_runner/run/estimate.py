@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,6 +102,29 @@ def describe(e: Estimate) -> str:
     return "\n".join(lines)
 
 
+def batch_plan(cfg: RunConfig, e: Estimate) -> str:
+    """Batch mode's plan: rounds (one batch round trip per turn of each wave of sessions) x batches, the hours at
+    the provider's stated turnaround, the cost at the batch price and what it saves."""
+    batch = cfg.model.batch
+    in_flight = max(1, min(cfg.num_workers, e.prompts))
+    waves = math.ceil(e.prompts / in_flight) if e.prompts else 0
+    per_round = math.ceil(in_flight / batch.max_requests)
+    low, high = waves, waves * cfg.max_turns
+    lines = [
+        f"batch mode: {low:,}-{high:,} rounds (turns x {waves} waves of {in_flight} sessions) x {per_round} "
+        f"batch{'es' if per_round > 1 else ''} of up to {min(in_flight, batch.max_requests):,} requests; "
+        f"~{low * batch.turnaround_h:g}-{high * batch.turnaround_h:g} h at model.batch.turnaround_h="
+        f"{batch.turnaround_h:g} h a round"
+    ]
+    if e.cost_low is not None:
+        d = batch.discount
+        lines.append(
+            f"cost at the batch price (x{d:g}): ${e.cost_low * d:.4f}-${e.cost_high * d:.4f}, saving "
+            f"${e.cost_low * (1 - d):.4f}-${e.cost_high * (1 - d):.4f} against direct calls"
+        )
+    return "\n".join(lines)
+
+
 async def dry_run(cfg: RunConfig, run_dir: Path, plan: Plan, state: LedgerState, stats: RunStats) -> str:
     """Check images, endpoint and model with one probe; estimate what the run will cost."""
     lines = []
@@ -115,5 +139,8 @@ async def dry_run(cfg: RunConfig, run_dir: Path, plan: Plan, state: LedgerState,
             lines.append(await probe(model))
         finally:
             await model.aclose()
-    lines.append(describe(estimate(cfg, plan.chars_to_run, plan.to_run, stats)))  # (counted by the plan)
+    found = estimate(cfg, plan.chars_to_run, plan.to_run, stats)  # (counted by the plan)
+    lines.append(describe(found))
+    if cfg.model.batch.enabled:
+        lines.append(batch_plan(cfg, found))
     return "\n".join(lines)

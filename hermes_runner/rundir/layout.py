@@ -17,6 +17,8 @@ TOKENS = "tokens/turns.jsonl"
 # feed=atropos: every group pushed to the trainer, its intent before the push and its acknowledgement after
 # ({group, state: intent|pushed|skipped, ...}; run/feed.py)
 FEED = "feed.jsonl"
+# model.batch.enabled: every provider batch sent, its requests' keys, each reply fetched (model/batch_journal.py)
+BATCH_JOURNAL = "provider_batches.jsonl"
 BATCH_RE = re.compile(r"^batch_(\d+)\.jsonl$")  # batch files of a hermes-agent run dir
 BATCH_GLOB = "batch_*.jsonl"
 BATCH_FILE = "batch_{}.jsonl"  # .format(batch number)

@@ -17,6 +17,9 @@ A test holds replies with `ScriptedServer.hold` (let n more chat requests throug
 waiting, counted in ``held``) and `release` (answer them all, stop holding): it knows the client is waiting on a
 reply it cannot get, whatever the machine's speed (the kill -9 tests kill the runner then).
 
+The OpenAI Batch API (files, batches) is served beside it, each batch line answered as this route would answer
+it: `hermes_runner.testing.batch_api` (``server.batch_api``).
+
 ``GET /_stats`` tells how many calls were served and when the first came and the last was
 answered (``time.monotonic()``; ``?reset=1`` starts over), for benchmarks.
 
@@ -42,6 +45,7 @@ from aiohttp import web
 
 from hermes_runner.errors import ScriptSyntaxError
 from hermes_runner.testing import script
+from hermes_runner.testing.batch_api import BatchApi
 from hermes_runner.testing.loopback import LoopbackApp
 from hermes_runner.testing.script import describe_image, png_bytes  # noqa: F401  (re-exported)
 
@@ -128,6 +132,7 @@ class ScriptedServer(HoldGate, LoopbackApp):
         self.max_in_flight = 0
         self._ids = itertools.count()
         self.files: dict[str, bytes] = {}  # generated images served as URLs
+        self.batch_api = BatchApi(self)  # the scripted Batch API (files, batches) on the same app
 
     @property
     def url(self) -> str:
@@ -142,16 +147,24 @@ class ScriptedServer(HoldGate, LoopbackApp):
         app.router.add_get("/_stats", self._stats)
         app.router.add_post("/v1/images/generations", self._images)
         app.router.add_get("/v1/files/{name}", self._file)
+        self.batch_api.mount(app)
         return app
 
     def reset(self) -> None:
         self.release()
+        self.batch_api.reset()
         with self._lock:
             self.requests.clear()
             self.attempts.clear()
             self.handler = None
             self.max_in_flight = 0
             self.models = ["scripted"]
+
+    def note(self, body: dict, headers: dict, prompt: str, turn: int) -> None:
+        """Record a chat request (the chat route's, a batch line's) in `requests`, unless `record` is off."""
+        if self.record:
+            with self._lock:
+                self.requests.append(Seen(body, headers, prompt, turn))
 
     def calls_for(self, text: str) -> list[Seen]:
         """Requests whose first user message contains `text`."""
@@ -192,9 +205,7 @@ class ScriptedServer(HoldGate, LoopbackApp):
     async def _chat(self, request: web.Request) -> web.Response:
         body = await request.json()
         prompt, turn = script.first_user(body.get("messages", [])), turn_of(body)
-        if self.record:
-            with self._lock:
-                self.requests.append(Seen(body, dict(request.headers), prompt, turn))
+        self.note(body, dict(request.headers), prompt, turn)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         self.window[0] = self.window[0] or time.monotonic()
