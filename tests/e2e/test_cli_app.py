@@ -75,7 +75,10 @@ def _documented_commands() -> list[tuple[str, str]]:
     """Every `python run.py` / `hermes-runner` command in a shell block of the README and docs/."""
     out = []
     for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        for block in re.findall(r"```(?:bash|sh|shell)?\n(.*?)```", doc.read_text(), re.S):
+        # (fences paired in order, so a block's closing fence never opens the next "block" of prose)
+        for lang, block in re.findall(r"^ *```(\w*)\n(.*?)^ *```\s*$", doc.read_text(), re.S | re.M):
+            if lang not in ("", "bash", "sh", "shell"):
+                continue
             for line in re.sub(r"\\\n\s*", " ", block).splitlines():
                 line = line.strip()
                 if re.match(r"([A-Z_]+=\S*\s+)*(\S*python\S* run\.py|hermes-runner)(\s|$)", line):
@@ -91,7 +94,7 @@ def test_documented_command_composes(doc, command, tmp_path):
         ["bash", "-c", f'set -- {command}\nprintf "%s\\0" "$@"'], capture_output=True, text=True, cwd=ROOT
     )
     assert expanded.returncode == 0, expanded.stderr
-    argv = [w for w in expanded.stdout.split("\0") if w]
+    argv = [w for w in expanded.stdout.split("\0") if w and w != "..."]  # (`...`: an earlier command's options)
     start = next(i for i, w in enumerate(argv) if w.endswith("run.py") or w == "hermes-runner") + 1
     _composes(argv[start:])
 
