@@ -709,6 +709,32 @@ def test_local_reaper_unmounts_a_dead_runners_mounts_and_never_removes_through_o
             unmount(m)
 
 
+@needs_bwrap
+@needs_mount
+def test_local_reaper_copies_a_dead_kept_runs_tmpfs_to_the_disk(tmp_path):
+    """sandbox.keep=true, runner and watchdog both killed: the next runner's start-up cleanup copies each prompt's
+    tmpfs to the disk and unmounts it (no mount is left behind), and keeps the dir with what the prompt wrote."""
+    from hermes_runner.sandbox.local.mounts import mount_tmpfs, unmount
+
+    root = tmp_path / "sbx"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = root / f"kept-{gone.pid}"
+    (dead / "task").mkdir(parents=True)
+    info = {"pid": gone.pid, "start": "1", "host": os.uname().nodename, "keep": True}
+    (dead / MARKER).write_text(json.dumps(info))
+    try:
+        mount_tmpfs(dead / "task", 1 << 20)
+        (dead / "task" / "work").mkdir()
+        (dead / "task" / "work" / "answer.txt").write_text("42")
+        Boxes(root, n=0).close()
+        assert mounts_below(root) == []
+        assert (dead / "task" / "work" / "answer.txt").read_text() == "42"
+    finally:
+        for m in mounts_below(tmp_path):
+            unmount(m)
+
+
 def test_local_disk_limit_is_parsed_like_mem_limit(tmp_path):
     with pytest.raises(ConfigError, match="sandbox.local.disk_limit"):
         Boxes(tmp_path / "sbx", disk_limit="lots")

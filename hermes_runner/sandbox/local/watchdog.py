@@ -34,17 +34,24 @@ def spawn(run_dir: Path, keep: bool) -> Watchdog:
 def main() -> int:
     run_dir, keep = Path(sys.argv[1]), sys.argv[2] == "1"
     wait_for_runner()
+    _clean(run_dir, keep)
+    return 0
+
+
+def _clean(run_dir: Path, keep: bool) -> list[str]:
+    """A dead runner's dir: kept (each prompt's tmpfs copied to the disk, the dir left) or removed; returns the
+    mounts that would not go."""
     if keep:
         for point in mounts_under(run_dir):
             with contextlib.suppress(OSError):
                 copy_out(point)
-    elif run_dir.is_dir():
-        remove_tree(run_dir)
-    return 0
+        return []
+    return remove_tree(run_dir) if run_dir.is_dir() else []
 
 
 def reap_orphans(root: Path, own: Path) -> None:
-    """At a runner's start: remove the dirs under `root` (but `own`) of dead runners, only those holding our marker."""
+    """At a runner's start: the dirs under `root` (but `own`) of dead runners, only those holding our marker, go
+    as their watchdog would have done it (a kept run's prompt dirs are copied out of their tmpfs and stay)."""
     host = socket.gethostname()
     for d in root.iterdir():
         if d == own:
@@ -57,11 +64,11 @@ def reap_orphans(root: Path, own: Path) -> None:
                 continue
             info = json.loads(m.read_text())
             pid, start = int(info["pid"]), str(info.get("start", ""))
-            if info.get("keep") or info.get("host") != host or runner_alive(pid, start):
+            if info.get("host") != host or runner_alive(pid, start):
                 continue
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if left := remove_tree(d):  # a killed runner's tmpfs mounts go first, or nothing is removed
+        if left := _clean(d, bool(info.get("keep"))):  # a killed runner's mounts go first, or nothing is removed
             log.error("cannot unmount %s: the dead runner's dir %s is left in place", left, d)
 
 
