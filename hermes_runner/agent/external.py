@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermes_runner.agent.install import Install
-from hermes_runner.agent.loop import AgentSettings, Clock, SessionResult, StopReason, count_reply, over_budget
+from hermes_runner.agent.loop import (
+    AgentSettings,
+    Clock,
+    SessionResult,
+    StopReason,
+    budget_note,
+    count_reply,
+    over_budget,
+)
 from hermes_runner.config import AgentConfig
 from hermes_runner.config.templating import compile_template, render
 from hermes_runner.errors import AgentFailed, PromptTimeout, Refused, SandboxError
@@ -112,6 +120,10 @@ class ExternalAgent:
             await sandbox.write_file(f"{box_dir}/{BRIDGE_FILE}", BRIDGE.encode())
             script = self._script(res, box_dir, f"{sock_dir}/{name}", route.token)
             out = await sandbox.run(script, timeout=self.cfg.timeout_s)
+        except asyncio.CancelledError:  # limits.timeout_s: the conversation of its last call is kept (session.py)
+            if rec.calls:
+                rebuild(res, *rec.calls[-1], None)
+            raise
         finally:
             await self.proxy.close(route)
             res.duration_s = time.monotonic() - started
@@ -139,7 +151,10 @@ class ExternalAgent:
             raise Refused(f"hermes-runner: this prompt's {stop.value} was reached; no more model calls", 400)
         start = clock.now()
         try:
-            reply = await self.model.complete(body["messages"], body.get("tools") or [])
+            messages = body["messages"]  # with limits.tell_agent, the budget note after them (sent, never recorded)
+            if self.s.tell_agent:
+                messages = [*messages, budget_note(res, self.s, len(rec.calls))]
+            reply = await self.model.complete(messages, body.get("tools") or [])
         except Exception as exc:
             clock.model(start, None, exc)
             rec.error = exc

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
 
 from hermes_runner.agent.base import AgentBackend
-from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
+from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult, stopped_at_timeout
 from hermes_runner.config import DistributionConfig, ErrorClass, OutputLayout, RetryConfig, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import (
@@ -164,15 +164,9 @@ class SessionRunner:
         if self.agent.own_tools:
             toolsets = distributions.sample(spec.distribution, spec.seed, prompt.key, self.unavailable_toolsets)
         res = SessionResult(prompt, tools_for(toolsets), toolsets)
+        res.deadline = None if spec.timeout_s is None else started + spec.timeout_s
         try:
-            async with asyncio.timeout(spec.timeout_s):
-                return await self._run(res)
-        except TimeoutError:  # the SDK's cancellation traceback says nothing: the limit and where it hit does
-            err = PromptTimeout(
-                f"prompt exceeded limits.timeout_s={spec.timeout_s:g}s "
-                f"(stopped after {time.monotonic() - started:.1f}s, {res.api_calls} model calls)"
-            )
-            return self._failure(res, err, started)
+            return await self._run(res)
         except Exception as exc:  # noqa: BLE001 - every error of one prompt is recorded, the run goes on
             return self._failure(res, exc, started)
 
@@ -182,7 +176,7 @@ class SessionRunner:
         image = prompt.image or box.image
         if image and image in self.unavailable:
             raise ImageUnavailable(f"image {image!r} is not available: {self.unavailable[image]}")
-        sandbox = self.trace.sandbox(await self.backend.create(prompt))
+        sandbox = self.trace.sandbox(await self._create(prompt, res.deadline))
         ctx = ToolContext(
             sandbox,
             command_timeout_s=box.command_timeout_s,
@@ -191,7 +185,7 @@ class SessionRunner:
             usage=res.usage,
         )
         try:
-            await self.agent.run(res, ctx)
+            await self._converse(res, ctx)
             res.entry = entries.entry(  # once, here: the scorers judge it, the runner writes it (batch, reason)
                 res,
                 batch_num=-1,
@@ -206,6 +200,32 @@ class SessionRunner:
             return res
         finally:
             await asyncio.shield(_close_task(ctx, sandbox))
+
+    async def _create(self, prompt: Prompt, deadline: float | None) -> Sandbox:
+        """The prompt's sandbox, started within limits.timeout_s (else the prompt fails: nothing was said yet)."""
+        limit, started = _until(deadline), time.monotonic()
+        try:
+            async with limit:
+                return await self.backend.create(prompt)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            raise PromptTimeout(  # the SDK's cancellation traceback says nothing: the limit and where it hit does
+                f"prompt exceeded limits.timeout_s={self.spec.timeout_s:g}s before its sandbox started "
+                f"(waited {time.monotonic() - started:.1f}s for it)"
+            ) from None
+
+    async def _converse(self, res: SessionResult, ctx: ToolContext) -> None:
+        """The agent's conversation; at limits.timeout_s it is cancelled and kept as it was (stop_reason timeout),
+        to be scored in its still-open sandbox like any other."""
+        limit = _until(res.deadline)
+        try:
+            async with limit:
+                await self.agent.run(res, ctx)
+        except TimeoutError:
+            if not limit.expired():  # raised inside, not the deadline's cancellation
+                raise
+            stopped_at_timeout(res)
 
     async def _score(self, res: SessionResult, sandbox: Sandbox) -> None:
         """Every scorer's record (the primary's first) and the reward; the judge's spend goes to res.usage."""
@@ -244,6 +264,11 @@ def _traced(span: Span, outcome: Outcome) -> None:
               "hermes.reward": float(outcome.reward)})  # fmt: skip
     if outcome.model:
         span.set({genai.RESPONSE_MODEL: outcome.model})
+
+
+def _until(deadline: float | None) -> asyncio.Timeout:
+    """A timeout at `deadline` (time.monotonic, the event loop's clock), or none."""
+    return asyncio.timeout(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
 async def _close_task(ctx: ToolContext, sandbox) -> None:
