@@ -91,6 +91,7 @@ class Recording:
     calls: list[tuple[dict, Completion]] = field(default_factory=list)  # (request body, reply)
     stopped: StopReason | None = None
     error: BaseException | None = None  # a model call that failed: the prompt fails with it
+    in_flight: set[asyncio.Task] = field(default_factory=set)  # calls being answered (cancelled when the program ends)
 
 
 class ExternalAgent:
@@ -113,7 +114,10 @@ class ExternalAgent:
         rec, clock, context = Recording(), Clock(res), contextvars.copy_context()
 
         async def serve(body: dict) -> Completion:  # in the session's context: its cache scope
-            return await asyncio.get_running_loop().create_task(self._serve(res, rec, clock, body), context=context)
+            task = asyncio.get_running_loop().create_task(self._serve(res, rec, clock, body), context=context)
+            rec.in_flight.add(task)
+            task.add_done_callback(rec.in_flight.discard)
+            return await task
 
         route = await self.proxy.open(host_dir, serve, self.model_name, name)
         try:
@@ -125,6 +129,8 @@ class ExternalAgent:
                 rebuild(res, *rec.calls[-1], None)
             raise
         finally:
+            for task in list(rec.in_flight):  # a call the program no longer waits for (it ended, or was stopped)
+                task.cancel()
             await self.proxy.close(route)
             res.duration_s = time.monotonic() - started
         log.debug("[P%d] agent exited %d: %s", res.prompt.index, out.exit_code, clip(out.output, 2000))
