@@ -12,6 +12,7 @@ import pytest
 from hermes_runner.errors import ModelCallError
 from hermes_runner.testing.model import ScriptedModel
 from hermes_runner.trajectory import entry as entries
+from hermes_runner.trajectory.openai import to_openai
 
 from tests.helpers.inprocess import AgentSettings, converse, result, talk
 
@@ -200,3 +201,6 @@ def test_tell_agent_names_only_the_limits_that_are_set_and_keep_note_keeps_the_n
     turns = [(t["from"], t["value"][:8]) for t in saved["conversations"]]
     assert turns[1:] == [("human", "task"), ("system", "[budget]"), ("gpt", turns[3][1]), ("tool", turns[4][1]),
                          ("system", "[budget]"), ("gpt", turns[6][1])]  # fmt: skip
+    assert [m["role"] for m in to_openai(saved)["messages"]] == [
+        "user", "system", "assistant", "tool", "system", "assistant"
+    ]  # fmt: skip
