@@ -217,7 +217,7 @@ def test_a_program_over_the_prompts_time_limit_is_kept_told_its_budget_and_verif
         }
     ]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
-    limits = ["limits.timeout_s=5", "limits.tell_agent=true", "+scorer@scorers.verify=verify"]
+    limits = ["limits.timeout_s=10", "limits.tell_agent=true", "+scorer@scorers.verify=verify"]
     code, stats = run_inprocess(make_cfg(*TINY, *limits, dataset=data), run_dir)
     assert code == 0, (run_dir / "failures.jsonl").read_text()
     [e] = _entries(run_dir)

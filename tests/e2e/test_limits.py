@@ -23,7 +23,7 @@ def test_a_prompt_over_its_time_limit_is_still_verified_and_counts_as_at_limit_s
     done = run_cli(
         "model=local_server", f"model.base_url={server.url}", f"dataset_file={ds}", "run_name=lim", "progress=false",
         f"hydra.run.dir={run}", f"sandbox.local.root={tmp_path / 'sb'}", "distribution=terminal_only", "cache=off",
-        "num_workers=2", "+scorer@scorers.v=verify", "limits.timeout_s=5", "limits.tell_agent=true",
+        "num_workers=2", "+scorer@scorers.v=verify", "limits.timeout_s=8", "limits.tell_agent=true",
         "limits.at_limit=fail",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

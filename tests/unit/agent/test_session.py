@@ -53,7 +53,7 @@ def _verified(cfg, command: str):
 
 
 def test_a_prompt_over_its_time_limit_is_kept_at_its_last_assistant_turn_and_verified_in_its_sandbox(tmp_path):
-    cfg = run_cfg(tmp_path, limits=LimitsConfig(timeout_s=2))
+    cfg = run_cfg(tmp_path, limits=LimitsConfig(timeout_s=5))  # ample for the first step: the second never ends
     hang = {"fail": [{"status": 500, "hang": 3600}]}  # the second call never returns: cancelled at the limit
     p = prompt(script({"tool_calls": [TERM]}, hang))
     scorers = _verified(cfg, "test -f mark")  # TERM touched it: what the agent left is verified
@@ -68,7 +68,7 @@ def test_a_prompt_over_its_time_limit_is_kept_at_its_last_assistant_turn_and_ver
 
 
 def test_a_prompt_cancelled_in_its_first_call_keeps_its_prompt_and_is_still_verified(tmp_path):
-    cfg = run_cfg(tmp_path, limits=LimitsConfig(timeout_s=0.5))
+    cfg = run_cfg(tmp_path, limits=LimitsConfig(timeout_s=3))  # ample for the sandbox to start
     (out,) = asyncio.run(
         session(ScriptedModel(), cfg, [prompt(script({"sleep": 3600, **FINAL}))], scorers=_verified(cfg, "false"))
     )
