@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
 
 from hermes_runner.agent.base import AgentBackend
-from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult, stopped_at_timeout
+from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult, StopReason, stopped_at_timeout
 from hermes_runner.config import DistributionConfig, ErrorClass, OutputLayout, RetryConfig, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import (
@@ -126,19 +126,27 @@ class SessionRunner:
 
     async def _attempts(self, prompt: Prompt) -> Outcome:
         """Run the prompt, again after a back-off while it fails in a way `retry.on` names (up to
-        `retry.max_attempts`); the failures before the last outcome ride on it (`earlier_failures`)."""
+        `retry.max_attempts`; a conversation stopped at limits.timeout_s is class `timeout`, kept if it is the
+        last attempt); the failures before the last outcome ride on it (`earlier_failures`)."""
         retry = self.spec.retry
         earlier: list[Failure] = []
 
+        def retried(o: Outcome) -> bool:
+            if isinstance(o, Failure):
+                return o.error_class in retry.on
+            return o.stop_reason == StopReason.timeout and ErrorClass.timeout in retry.on
+
         def keep(state: RetryCallState) -> None:
             failed = state.outcome.result()
+            if isinstance(failed, SessionResult):  # stopped at limits.timeout_s and retried: a failed attempt
+                failed = self._failure(failed, self._timed_out(failed), failed.deadline - self.spec.timeout_s)
             failed.attempt = len(earlier) + 1
             earlier.append(failed)
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(retry.max_attempts),
             wait=wait_exponential(multiplier=retry.initial_wait_s, max=retry.max_wait_s),
-            retry=retry_if_result(lambda o: isinstance(o, Failure) and o.error_class in retry.on),
+            retry=retry_if_result(retried),
             before_sleep=keep,
             retry_error_callback=lambda state: state.outcome.result(),
         )
@@ -233,6 +241,12 @@ class SessionRunner:
         res.scores = res.entry["scores"] = self.scorers.ordered(scores)
         res.reward = reward_of(res.scores, self.scorers.primary)
         res.entry["reward"] = float(res.reward)
+
+    def _timed_out(self, res: SessionResult) -> PromptTimeout:
+        return PromptTimeout(
+            f"prompt exceeded limits.timeout_s={self.spec.timeout_s:g}s "
+            f"(stopped after {res.duration_s:.1f}s of conversation, {res.api_calls} model calls)"
+        )
 
     @staticmethod
     def _failure(res: SessionResult, err: BaseException, started: float) -> Failure:

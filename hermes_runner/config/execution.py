@@ -82,8 +82,8 @@ class ErrorClass(str, Enum):
     provider = "provider"  # the model endpoint failed for good: an error status after model.max_retries, an empty,
     # malformed or broken reply (never EndpointDown: the endpoint serves nobody, the run stops starting prompts)
     sandbox = "sandbox"  # the sandbox could not start or died (SandboxError)
-    # the prompt's sandbox did not start within limits.timeout_s, or an external program ran over agent.timeout_s
-    # (PromptTimeout; a conversation over limits.timeout_s is kept as a row, stop_reason timeout)
+    # the prompt exceeded limits.timeout_s (PromptTimeout; the last attempt's conversation is kept, stop_reason
+    # timeout), or an external program ran over agent.timeout_s
     timeout = "timeout"
     tool_model = "tool_model"  # a tool's own model (vision, MoA, ...) failed and the error left the tool
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from hermes_runner.agent.loop import StopReason
-from hermes_runner.config import LimitsConfig, ScorerConfig, ScorerKind, VerifyOptions
+from hermes_runner.config import ErrorClass, LimitsConfig, RetryConfig, ScorerConfig, ScorerKind, VerifyOptions
 from hermes_runner.scorers import open_scorers
 from hermes_runner.testing.model import ScriptedModel
 
@@ -75,6 +75,17 @@ def test_a_prompt_cancelled_in_its_first_call_keeps_its_prompt_and_is_still_veri
     assert isinstance(out, SessionResult) and out.stop_reason == StopReason.timeout
     assert [m["role"] for m in out.history] == ["user"] and out.api_calls == 0
     assert out.reward == 0.0 and out.scores[0]["explanation"] == "verify command exited 1"  # it ran: `false` failed
+
+
+def test_retry_on_timeout_retries_a_timed_out_conversation_and_keeps_the_last_attempts(tmp_path):
+    retry = RetryConfig(max_attempts=2, on=[ErrorClass.timeout], initial_wait_s=0)
+    cfg = run_cfg(tmp_path, limits=LimitsConfig(timeout_s=2), retry=retry)  # 2 s: ample for the sandbox to start
+    hang = {"status": 500, "hang": 3600}
+    (out,) = asyncio.run(session(ScriptedModel(), cfg, [prompt(script({"fail": [hang, hang]}))]))
+    assert isinstance(out, SessionResult) and out.stop_reason == StopReason.timeout  # the last attempt: kept
+    (first,) = out.earlier_failures
+    assert (first.error_type, first.error_class, first.attempt) == ("PromptTimeout", ErrorClass.timeout, 1)
+    assert first.error.startswith("prompt exceeded limits.timeout_s=2s (stopped after ") and first.duration_s >= 2
 
 
 def test_an_unavailable_image_fails_the_prompt_before_any_model_call(tmp_path):
