@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermes_runner.agent.install import Install
-from hermes_runner.agent.loop import AgentSettings, Clock, SessionResult, StopReason, count_reply, over_budget
+from hermes_runner.agent.loop import (
+    AgentSettings,
+    Clock,
+    SessionResult,
+    StopReason,
+    budget_note,
+    count_reply,
+    over_budget,
+)
 from hermes_runner.config import AgentConfig
 from hermes_runner.config.templating import compile_template, render
 from hermes_runner.errors import AgentFailed, PromptTimeout, Refused, SandboxError
@@ -83,6 +91,7 @@ class Recording:
     calls: list[tuple[dict, Completion]] = field(default_factory=list)  # (request body, reply)
     stopped: StopReason | None = None
     error: BaseException | None = None  # a model call that failed: the prompt fails with it
+    in_flight: set[asyncio.Task] = field(default_factory=set)  # calls being answered (cancelled when the program ends)
 
 
 class ExternalAgent:
@@ -105,14 +114,23 @@ class ExternalAgent:
         rec, clock, context = Recording(), Clock(res), contextvars.copy_context()
 
         async def serve(body: dict) -> Completion:  # in the session's context: its cache scope
-            return await asyncio.get_running_loop().create_task(self._serve(res, rec, clock, body), context=context)
+            task = asyncio.get_running_loop().create_task(self._serve(res, rec, clock, body), context=context)
+            rec.in_flight.add(task)
+            task.add_done_callback(rec.in_flight.discard)
+            return await task
 
         route = await self.proxy.open(host_dir, serve, self.model_name, name)
         try:
             await sandbox.write_file(f"{box_dir}/{BRIDGE_FILE}", BRIDGE.encode())
             script = self._script(res, box_dir, f"{sock_dir}/{name}", route.token)
             out = await sandbox.run(script, timeout=self.cfg.timeout_s)
+        except asyncio.CancelledError:  # limits.timeout_s: the conversation of its last call is kept (session.py)
+            if rec.calls:
+                rebuild(res, *rec.calls[-1], None)
+            raise
         finally:
+            for task in list(rec.in_flight):  # a call the program no longer waits for (it ended, or was stopped)
+                task.cancel()
             await self.proxy.close(route)
             res.duration_s = time.monotonic() - started
         log.debug("[P%d] agent exited %d: %s", res.prompt.index, out.exit_code, clip(out.output, 2000))
@@ -139,7 +157,10 @@ class ExternalAgent:
             raise Refused(f"hermes-runner: this prompt's {stop.value} was reached; no more model calls", 400)
         start = clock.now()
         try:
-            reply = await self.model.complete(body["messages"], body.get("tools") or [])
+            messages = body["messages"]  # with limits.tell_agent, the budget note after them (sent, never recorded)
+            if self.s.tell_agent:
+                messages = [*messages, budget_note(res, self.s, len(rec.calls))]
+            reply = await self.model.complete(messages, body.get("tools") or [])
         except Exception as exc:
             clock.model(start, None, exc)
             rec.error = exc

@@ -13,6 +13,7 @@ from hermes_runner import __version__
 from hermes_runner.dataset import Prompt, system_text
 from hermes_runner.errors import ModelCallError, ToolError, ToolModelError
 from hermes_runner.model.base import ChatModel, Completion
+from hermes_runner.model.note import note
 from hermes_runner.telemetry import Trace, genai
 from hermes_runner.tools.base import Tool, ToolContext, ToolResult
 from hermes_runner.usage import Usage
@@ -37,6 +38,8 @@ class AgentSettings:
     max_tokens: int | None = None  # per-prompt token budget: the conversation stops (partial) when spent
     max_cost_usd: float | None = None  # per-prompt cost budget, same
     final_summary: bool = True  # max_turns after tool results: one more call, without tools, for a last answer
+    tell_agent: bool = False  # limits.tell_agent: each call carries what is left (model/note.py), sent only
+    keep_note: bool = False  # limits.keep_note: the notes stay in the history where they were sent
     verbose: bool = False
     log_prefix_chars: int = 100
 
@@ -49,6 +52,7 @@ class StopReason(StrEnum):
     invalid_tool_calls = "invalid_tool_calls"  # max_invalid_tool_turns rounds of invalid calls: partial
     token_limit = "token_limit"  # limits.prompt_max_tokens reached: partial
     cost_limit = "cost_limit"  # limits.prompt_max_cost_usd reached: partial
+    timeout = "timeout"  # limits.timeout_s reached: cancelled, the conversation so far kept: partial
     max_turns = "max_turns"  # max_turns calls, still calling tools: stopped (neither completed nor partial)
 
     @property
@@ -59,8 +63,22 @@ class StopReason(StrEnum):
     def partial(self) -> bool:
         return self in _PARTIAL
 
+    @property
+    def at_limit(self) -> bool:
+        """Stopped by one of the prompt's limits (counted in pass@k as limits.at_limit says)."""
+        return self in _AT_LIMIT
 
-_PARTIAL = frozenset({StopReason.length, StopReason.invalid_tool_calls, StopReason.token_limit, StopReason.cost_limit})
+
+_PARTIAL = frozenset(
+    {
+        StopReason.length,
+        StopReason.invalid_tool_calls,
+        StopReason.token_limit,
+        StopReason.cost_limit,
+        StopReason.timeout,
+    }
+)
+_AT_LIMIT = frozenset({StopReason.max_turns, StopReason.token_limit, StopReason.cost_limit, StopReason.timeout})
 
 
 @dataclass
@@ -92,6 +110,7 @@ class SessionResult:
     tokens: list[dict] = field(default_factory=list)
     system_prompt: str | None = None  # the system prompt an external program sent (None: the run's)
     external: bool = False  # driven by an external program (agent/external.py): `tools` are those it offered
+    deadline: float | None = None  # limits.timeout_s: when the prompt's time is up (time.monotonic)
 
     @property
     def completed(self) -> bool:
@@ -100,8 +119,13 @@ class SessionResult:
 
     @property
     def partial(self) -> bool:
-        """Stopped early: output cut by length, repeated invalid calls, or the prompt's token or cost limit."""
+        """Stopped early: output cut by length, repeated invalid calls, or the prompt's token, cost or time limit."""
         return isinstance(self.stop_reason, StopReason) and self.stop_reason.partial
+
+    @property
+    def at_limit(self) -> bool:
+        """Stopped by one of the prompt's limits: max_turns, tokens, cost or time."""
+        return isinstance(self.stop_reason, StopReason) and self.stop_reason.at_limit
 
 
 _EXIT = re.compile(r'"exit_code": (-?\d+)')
@@ -169,6 +193,28 @@ def over_budget(res: SessionResult, s: AgentSettings) -> StopReason | None:
     return None
 
 
+def budget_note(res: SessionResult, s: AgentSettings, turn: int) -> dict:
+    """The limits.tell_agent note of call `turn` (0-based): what is left of the limits that are set."""
+    seconds = None if res.deadline is None else res.deadline - time.monotonic()
+    tokens, cost = res.usage.total_tokens + res.saved.total_tokens, res.usage.cost_usd + res.saved.cost_usd
+    return note(
+        s.max_turns - turn,
+        seconds,
+        None if s.max_tokens is None else s.max_tokens - tokens,
+        None if s.max_cost_usd is None else s.max_cost_usd - cost,
+    )
+
+
+def stopped_at_timeout(res: SessionResult) -> None:
+    """A conversation cancelled at limits.timeout_s: kept as it was, ending on an assistant turn (the last round's
+    tool results trimmed, as for the other stops; one cancelled in its first call keeps its prompt only)."""
+    res.stop_reason = StopReason.timeout
+    if not res.history:
+        res.history = res.prompt.opening()
+    while len(res.history) > 1 and res.history[-1]["role"] in ("tool", "system"):  # (system: a kept budget note)
+        res.history.pop()
+
+
 class Agent:
     """The built-in loop (an AgentBackend): the run's tools and system prompt."""
 
@@ -198,8 +244,8 @@ class Agent:
         invalid_streak = 0
         clock = Clock(res)
         try:
-            for _ in range(self.s.max_turns):
-                reply = await self._complete(clock, head + res.history, schemas)
+            for turn in range(self.s.max_turns):
+                reply = await self._complete(clock, head + self._told(res, turn), schemas)
                 count_reply(res, reply)
                 msg = reply.message
                 res.history.append(msg)
@@ -270,6 +316,16 @@ class Agent:
                     return
         while res.history and res.history[-1]["role"] == "tool":
             res.history.pop()
+
+    def _told(self, res: SessionResult, turn: int) -> list[dict]:
+        """The conversation as sent: with limits.tell_agent, the budget note after it (kept in the history with
+        limits.keep_note, else sent only)."""
+        if not self.s.tell_agent:
+            return res.history
+        if self.s.keep_note:
+            res.history.append(budget_note(res, self.s, turn))
+            return res.history
+        return [*res.history, budget_note(res, self.s, turn)]
 
     def _over_budget(self, res: SessionResult) -> StopReason | None:
         return over_budget(res, self.s)

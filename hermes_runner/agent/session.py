@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_exponential
 
 from hermes_runner.agent.base import AgentBackend
-from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult
+from hermes_runner.agent.loop import Agent, AgentSettings, SessionResult, StopReason, stopped_at_timeout
 from hermes_runner.config import DistributionConfig, ErrorClass, OutputLayout, RetryConfig, SandboxConfig
 from hermes_runner.dataset import Prompt
 from hermes_runner.errors import (
@@ -130,19 +130,27 @@ class SessionRunner:
 
     async def _attempts(self, prompt: Prompt) -> Outcome:
         """Run the prompt, again after a back-off while it fails in a way `retry.on` names (up to
-        `retry.max_attempts`); the failures before the last outcome ride on it (`earlier_failures`)."""
+        `retry.max_attempts`; a conversation stopped at limits.timeout_s is class `timeout`, kept if it is the
+        last attempt); the failures before the last outcome ride on it (`earlier_failures`)."""
         retry = self.spec.retry
         earlier: list[Failure] = []
 
+        def retried(o: Outcome) -> bool:
+            if isinstance(o, Failure):
+                return o.error_class in retry.on
+            return o.stop_reason == StopReason.timeout and ErrorClass.timeout in retry.on
+
         def keep(state: RetryCallState) -> None:
             failed = state.outcome.result()
+            if isinstance(failed, SessionResult):  # stopped at limits.timeout_s and retried: a failed attempt
+                failed = self._failure(failed, self._timed_out(failed), failed.deadline - self.spec.timeout_s)
             failed.attempt = len(earlier) + 1
             earlier.append(failed)
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(retry.max_attempts),
             wait=wait_exponential(multiplier=retry.initial_wait_s, max=retry.max_wait_s),
-            retry=retry_if_result(lambda o: isinstance(o, Failure) and o.error_class in retry.on),
+            retry=retry_if_result(retried),
             before_sleep=keep,
             retry_error_callback=lambda state: state.outcome.result(),
         )
@@ -168,15 +176,9 @@ class SessionRunner:
         if self.agent.own_tools:
             toolsets = distributions.sample(spec.distribution, spec.seed, prompt.key, self.unavailable_toolsets)
         res = SessionResult(prompt, tools_for(toolsets), toolsets)
+        res.deadline = None if spec.timeout_s is None else started + spec.timeout_s
         try:
-            async with asyncio.timeout(spec.timeout_s):
-                return await self._run(res)
-        except TimeoutError:  # the SDK's cancellation traceback says nothing: the limit and where it hit does
-            err = PromptTimeout(
-                f"prompt exceeded limits.timeout_s={spec.timeout_s:g}s "
-                f"(stopped after {time.monotonic() - started:.1f}s, {res.api_calls} model calls)"
-            )
-            return self._failure(res, err, started)
+            return await self._run(res)
         except Exception as exc:  # noqa: BLE001 - every error of one prompt is recorded, the run goes on
             return self._failure(res, exc, started)
 
@@ -186,7 +188,7 @@ class SessionRunner:
         image = prompt.image or box.image
         if image and image in self.unavailable:
             raise ImageUnavailable(f"image {image!r} is not available: {self.unavailable[image]}")
-        sandbox = self.trace.sandbox(await self.backend.create(prompt))
+        sandbox = self.trace.sandbox(await self._create(prompt, res.deadline))
         ctx = ToolContext(
             sandbox,
             command_timeout_s=box.command_timeout_s,
@@ -195,7 +197,7 @@ class SessionRunner:
             usage=res.usage,
         )
         try:
-            await self.agent.run(res, ctx)
+            await self._converse(res, ctx)
             res.entry = entries.entry(  # once, here: the scorers judge it, the runner writes it (batch, reason)
                 res,
                 batch_num=-1,
@@ -211,12 +213,44 @@ class SessionRunner:
         finally:
             await asyncio.shield(_close_task(ctx, sandbox))
 
+    async def _create(self, prompt: Prompt, deadline: float | None) -> Sandbox:
+        """The prompt's sandbox, started within limits.timeout_s (else the prompt fails: nothing was said yet)."""
+        limit, started = _until(deadline), time.monotonic()
+        try:
+            async with limit:
+                return await self.backend.create(prompt)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            raise PromptTimeout(  # the SDK's cancellation traceback says nothing: the limit and where it hit does
+                f"prompt exceeded limits.timeout_s={self.spec.timeout_s:g}s before its sandbox started "
+                f"(waited {time.monotonic() - started:.1f}s for it)"
+            ) from None
+
+    async def _converse(self, res: SessionResult, ctx: ToolContext) -> None:
+        """The agent's conversation; at limits.timeout_s it is cancelled and kept as it was (stop_reason timeout),
+        to be scored in its still-open sandbox like any other."""
+        limit = _until(res.deadline)
+        try:
+            async with limit:
+                await self.agent.run(res, ctx)
+        except TimeoutError:
+            if not limit.expired():  # raised inside, not the deadline's cancellation
+                raise
+            stopped_at_timeout(res)
+
     async def _score(self, res: SessionResult, sandbox: Sandbox) -> None:
         """Every scorer's record (the primary's first) and the reward; the judge's spend goes to res.usage."""
         scores = await self.scorers.score(Job(res.entry, row_of(res.prompt), sandbox, res.usage), self.trace)
         res.scores = res.entry["scores"] = self.scorers.ordered(scores)
         res.reward = reward_of(res.scores, self.scorers.primary)
         res.entry["reward"] = float(res.reward)
+
+    def _timed_out(self, res: SessionResult) -> PromptTimeout:
+        return PromptTimeout(
+            f"prompt exceeded limits.timeout_s={self.spec.timeout_s:g}s "
+            f"(stopped after {res.duration_s:.1f}s of conversation, {res.api_calls} model calls)"
+        )
 
     @staticmethod
     def _failure(res: SessionResult, err: BaseException, started: float) -> Failure:
@@ -248,6 +282,11 @@ def _traced(span: Span, outcome: Outcome) -> None:
               "hermes.reward": float(outcome.reward)})  # fmt: skip
     if outcome.model:
         span.set({genai.RESPONSE_MODEL: outcome.model})
+
+
+def _until(deadline: float | None) -> asyncio.Timeout:
+    """A timeout at `deadline` (time.monotonic, the event loop's clock), or none."""
+    return asyncio.timeout(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
 async def _close_task(ctx: ToolContext, sandbox) -> None:

@@ -120,6 +120,11 @@ def summary_lines(stats: dict, run_dir: Path, retry_failed: bool = True) -> list
     ]
     if stats.get("stop_reasons"):
         lines.append("  stop reasons (kept): " + _by(stats["stop_reasons"]))
+    if (limit := stats.get("answered_at_limit") or {}).get("prompts"):
+        lines.append(
+            f"  answered at a limit: {limit['prompts']} ({_by(limit['by_limit'])}); in pass@k counted as "
+            + _by(limit["counted_as"])
+        )
     gone = stats.get("not_in_dataset") or {}
     if gone.get("prompts"):
         lines.append(

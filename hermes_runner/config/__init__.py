@@ -20,11 +20,11 @@ from hermes_runner.config.tools import *  # noqa: F403
 
 # The options that define a run's data, the one list of them: a resumed run must not change them silently
 # (rundir/manifest.py), and a sweep job's directory is named by the overrides of these keys and of config
-# groups only (rundir/sweep.py), so options that do not define the data (max_samples, num_workers, limits.*,
-# executor, resume, ...) can change and the sweep resumes in the same directories.
+# groups only (rundir/sweep.py), so options that do not define the data (max_samples, num_workers, limits.*
+# but the budget note's, executor, resume, ...) can change and the sweep resumes in the same directories.
 DATA_KEYS = (
     "dataset_file", "dataset", "model.name", "model.serve.model_path", "model.temperature", "distribution", "seed", "max_turns", "max_tokens",
     "reasoning", "provider", "system_prompt", "ephemeral_system_prompt", "prefill_messages_file", "filters",
     "sandbox.backend", "sandbox.image", "shard.index", "shard.count", "output.layout", "output.final_summary",
-    "max_invalid_tool_turns", "scorers", "agent",
+    "max_invalid_tool_turns", "scorers", "agent", "limits.tell_agent", "limits.keep_note",
 )  # fmt: skip

@@ -45,15 +45,35 @@ class ShardConfig:
         return []
 
 
+class AtLimit(str, Enum):
+    """How a prompt answered at a limit (max_turns, limits.timeout_s, prompt_max_tokens, prompt_max_cost_usd) counts
+    in pass@k and the score statistics (docs/evaluation.md#prompts-at-a-limit)."""
+
+    scored = "scored"  # as its scorers say
+    fail = "fail"  # as a failed sample (value 0), whatever its scorers say
+    drop = "drop"  # not at all (left out like an unscored prompt; its row is still kept)
+
+
 @dataclass
 class LimitsConfig:
     max_cost_usd: float | None = None  # run budget
     max_tokens_total: int | None = None  # run token budget
     prompt_max_tokens: int | None = None  # per-prompt token budget
     prompt_max_cost_usd: float | None = None  # per-prompt cost budget
-    timeout_s: float | None = None  # per-prompt wall clock
+    # per-prompt wall clock: the conversation is stopped and kept (stop_reason timeout), then scored
+    timeout_s: float | None = None
+    # each model call carries what is left of the prompt's limits (turns, seconds, tokens, cost: those set) in a
+    # system note after the conversation, sent only (docs/evaluation.md#telling-the-agent-its-budget)
+    tell_agent: bool = False
+    keep_note: bool = False  # tell_agent: keep each note in the saved conversation where it was sent
+    at_limit: AtLimit = AtLimit.scored  # how a prompt stopped by a limit counts in pass@k: scored | fail | drop
     RULES = {"max_cost_usd": "> 0", "max_tokens_total": ">= 1", "prompt_max_tokens": ">= 1",
              "prompt_max_cost_usd": "> 0", "timeout_s": "> 0"}  # fmt: skip
+
+    def problems(self, where: str) -> list[str]:
+        if self.keep_note and not self.tell_agent:
+            return [f"{where}.keep_note=true keeps the budget notes of {where}.tell_agent, which is false"]
+        return []
 
 
 class ErrorClass(str, Enum):
@@ -62,7 +82,9 @@ class ErrorClass(str, Enum):
     provider = "provider"  # the model endpoint failed for good: an error status after model.max_retries, an empty,
     # malformed or broken reply (never EndpointDown: the endpoint serves nobody, the run stops starting prompts)
     sandbox = "sandbox"  # the sandbox could not start or died (SandboxError)
-    timeout = "timeout"  # the prompt exceeded limits.timeout_s (PromptTimeout)
+    # the prompt exceeded limits.timeout_s (PromptTimeout; the last attempt's conversation is kept, stop_reason
+    # timeout), or an external program ran over agent.timeout_s
+    timeout = "timeout"
     tool_model = "tool_model"  # a tool's own model (vision, MoA, ...) failed and the error left the tool
 
 

@@ -2,7 +2,7 @@
 
 A call's key is the sha256 of a canonical JSON of everything that determines the reply: the endpoint's identity,
 the request body as sent (model, messages, tools, tool_choice, sampling parameters, extra_body, reasoning; the
-stream flag left out: a streamed reply is the same reply), the run's seed, the sample index of the prompt (so k
+stream flag left out: a streamed reply is the same reply; a budget note's seconds left out, model/note.py), the run's seed, the sample index of the prompt (so k
 samples stay k draws) and how many identical calls the same attempt made before. No header and no API key is
 part of a key or of a value; errors are never stored. A reply is stored as soon as it arrives, before the
 session uses it, so a run killed after the call replays it on resume instead of paying for it again.
@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hermes_runner.config import SERVED, CacheConfig, CacheMode, ModelConfig
 from hermes_runner.model.base import ChatModel, Completion
+from hermes_runner.model.note import keyed
 from hermes_runner.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -201,7 +202,7 @@ class CachedModel:
 
     def key(self, messages: list[dict], tools: list[dict]) -> str:
         scope = CALL_SCOPE.get()
-        body = self.request_body(messages, tools)
+        body = self.request_body(keyed(messages), tools)  # a budget note's seconds left out (model/note.py)
         base = fingerprint(self.identity, body, self.seed, scope.sample if scope else 0, 0)
         if scope is None:
             return base

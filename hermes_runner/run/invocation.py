@@ -172,7 +172,7 @@ class Run:
         recorder = Recorder(
             self.store, self.state, self.stats, self.plan_index, self.redact, self.invocation, cfg.filters,
             cfg.scorers, self.names, cfg.model.name, cfg.batch_size, first_batch, plan.to_run,
-            functools.partial(self._stop, Stop.endpoint_down), cfg.verbose,
+            functools.partial(self._stop, Stop.endpoint_down), cfg.verbose, cfg.limits.at_limit,
         )  # fmt: skip
         batch_of: dict[str, int] = {}
         feed = open_feed(

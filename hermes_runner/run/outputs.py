@@ -132,6 +132,7 @@ def write_statistics(
         "prompts": _prompts(plan, s),
         "stop_reasons": _positive(s.stop_reasons),
         "stopped_reasons": _positive(s.stopped_reasons),
+        "answered_at_limit": _at_limit(s),
         "not_in_dataset": {"prompts": out_of_scope, **s.out_of_scope},
         "discarded_by_reason": _positive(s.discarded),
         "discarded_no_reasoning": s.discarded.get("no_reasoning", 0),
@@ -156,6 +157,13 @@ def write_statistics(
         stats["results"] = s.scores.results(k, model)
     atomic_write_json(run_dir / STATISTICS, stats)
     return stats
+
+
+def _at_limit(s: RunStats) -> dict:
+    """The finished prompts a limit stopped (max_turns, timeout, token_limit, cost_limit) and how pass@k counted
+    them (limits.at_limit: scored, fail, drop)."""
+    return {"prompts": sum(s.at_limit.values()), "by_limit": _positive(s.at_limit),
+            "counted_as": _positive(s.at_limit_counted)}  # fmt: skip
 
 
 def _prompts(plan: Plan, s: RunStats) -> dict:

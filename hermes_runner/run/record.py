@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from hermes_runner.agent.loop import SessionResult
 from hermes_runner.agent.session import Failure, Outcome
-from hermes_runner.config import FiltersConfig, HallucinatedToolPolicy, ScorerConfig
+from hermes_runner.config import AtLimit, FiltersConfig, HallucinatedToolPolicy, ScorerConfig
 from hermes_runner.errors import ENDPOINT_DOWN_ERRORS
 from hermes_runner.rundir.manifest import now
 from hermes_runner.rundir.stats import RunStats
@@ -101,6 +101,7 @@ class Recorder:
     to_run: int  # this invocation's prompts
     on_endpoint_down: Callable[[str], None]
     verbose: bool = False
+    at_limit: AtLimit = AtLimit.scored  # limits.at_limit: how a prompt stopped by a limit counts in pass@k
     batch_left: dict[int, int] = field(default_factory=dict)  # open batches: prompts still to record
 
     def record(self, outcome: Outcome, batch: int) -> str:
@@ -146,6 +147,8 @@ class Recorder:
         rec.update(summary, model=outcome.model or self.model_name)
         if self.scorers:
             rec.update(reward=outcome.reward, scores=ledger_scores(outcome.scores))
+        if outcome.at_limit:  # answered at a limit (`stop` names it): how it counts, as configured when recorded
+            rec["at_limit"] = self.at_limit.value
         if reason:
             rec["reason"] = reason
         batch = rec["batch"]

@@ -191,6 +191,7 @@ class Rescoring:
             "row": old.get("row", key.split("~s", 1)[0]),
             "model": old.get("model", (entry.get("metadata") or {}).get("model", "")),
             "toolsets": old.get("toolsets", []),
+            **({"at_limit": old["at_limit"]} if "at_limit" in old else {}),  # new scores count as the old did
             "usage": usage.as_dict(),  # the judge's spend
             "api_calls": 0,
             "scorers_hash": self.scorers_hash,

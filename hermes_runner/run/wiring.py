@@ -57,8 +57,8 @@ def worker_spec(
     """What any process needs to build the run's sessions (a served model's `base_url`, the plan's `images`)."""
     settings = AgentSettings(
         cfg.max_turns, cfg.system_prompt, cfg.ephemeral_system_prompt, prefill, cfg.max_invalid_tool_turns,
-        cfg.limits.prompt_max_tokens, cfg.limits.prompt_max_cost_usd, cfg.output.final_summary, cfg.verbose,
-        cfg.log_prefix_chars,
+        cfg.limits.prompt_max_tokens, cfg.limits.prompt_max_cost_usd, cfg.output.final_summary,
+        cfg.limits.tell_agent, cfg.limits.keep_note, cfg.verbose, cfg.log_prefix_chars,
     )  # fmt: skip
     install = agent_install.resolve(cfg.agent.install, cfg.agent.package)
     session, share = session_spec(cfg), None

@@ -20,7 +20,8 @@ class ScoreTally:
     """The `scores` of finished prompts (kept and discarded), per scorer and row: overall, per toolset, per model.
 
     Discarded prompts count too: a sample dropped for a low reward is a failed attempt, not a missing one.
-    Failed prompts carry no scores and are left out (`unscored` counts finished prompts without any)."""
+    Failed prompts carry no scores and are left out (`unscored` counts finished prompts without any). A prompt
+    stopped by a limit counts as its record's `at_limit` says (limits.at_limit): as scored, as failed, or not at all."""
 
     scorers: list[str] = field(default_factory=list)  # in the order the records list them
     # (scope, group) -> scorer -> row key -> tally; scope is "overall" (group ""), "toolset" or "model"
@@ -33,6 +34,11 @@ class ScoreTally:
         if not scores:
             self.unscored += n
             return
+        counted = rec.get("at_limit")
+        if counted == "drop":
+            return
+        if counted == "fail":
+            scores = [{**s, "value": 0.0, "passed": False} for s in scores]
         row = rec.get("row") or rec["key"]
         model = rec.get("model") or ""
         spend = self.model_usage.get(model)
@@ -131,6 +137,10 @@ class RunStats:
     stopped: int = 0  # kept, neither completed nor partial (e.g. max_turns)
     stop_reasons: Counter = field(default_factory=Counter)  # kept: stop reason -> prompts
     stopped_reasons: Counter = field(default_factory=Counter)  # the stopped ones among them (e.g. max_turns)
+    at_limit: Counter = field(
+        default_factory=Counter
+    )  # finished (kept or discarded) at a limit: stop reason -> prompts
+    at_limit_counted: Counter = field(default_factory=Counter)  # the same by how pass@k counted them (limits.at_limit)
     discarded: Counter = field(default_factory=Counter)
     failed: Counter = field(default_factory=Counter)  # error type -> still-failed prompts (set at the end)
     tools: dict[str, list[int]] = field(default_factory=dict)  # kept: name -> [count, failures]
@@ -191,6 +201,9 @@ class RunStats:
         if status == "failed":
             return  # failures are counted from the latest failure of each still-failed prompt
         self.scores.add(rec, n)
+        if counted := rec.get("at_limit"):
+            self.at_limit[rec.get("stop") or "unknown"] += n
+            self.at_limit_counted[counted] += n
         turns, reasoning_turns = rec.get("turns", 0) * n, rec.get("reasoning_turns", 0) * n
         self.turns += turns
         self.reasoning_turns += reasoning_turns

@@ -95,6 +95,8 @@ def conversations(
             pending_tools = []
         if role == "user":
             turns.append(turn("human", str(msg["content"])))
+        elif role == "system":  # a budget note kept by limits.keep_note
+            turns.append(turn("system", str(msg["content"])))
         elif role == "assistant":
             calls = structured_calls(msg) if structured else None
             turns.append(turn("gpt", _gpt_value(msg, with_calls=not structured), calls))

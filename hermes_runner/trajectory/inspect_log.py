@@ -39,6 +39,7 @@ LIMITS = {  # our stop reasons that are a limit -> (Inspect's limit type, where 
     "max_turns": ("turn", ("max_turns",)),
     "token_limit": ("token", ("limits", "prompt_max_tokens")),
     "cost_limit": ("cost", ("limits", "prompt_max_cost_usd")),
+    "timeout": ("time", ("limits", "timeout_s")),  # Inspect's time_limit: wall clock, as ours
 }
 DISPOSITIONS = {"ok": "kept", "discarded": "discarded", "failed": "failed"}
 

@@ -345,7 +345,8 @@ def test_cleanup_after_failures_and_timeouts(engine, make_cfg, server, tmp_path,
     cfg = docker_cfg(make_cfg, "limits.timeout_s=15", dataset=write_jsonl(tmp_path / "d.jsonl", rows))  # "fine": loaded
     code, stats = run_inprocess(cfg, run_dir)
     assert code == 1
-    assert stats["prompts"]["ok"] == 1 and stats["prompts"]["failed"] == 2
+    assert stats["prompts"]["ok"] == 2 and stats["prompts"]["failed"] == 1  # "slow": kept at its time limit
+    assert stats["stop_reasons"]["timeout"] == 1
     assert containers_of(engine, run_dir) == []
 
 

@@ -203,6 +203,31 @@ def test_max_turns_stops_the_program_and_a_failed_model_call_fails_the_prompt(ma
     assert failure["error_type"] == "ModelCallError" and "bad request" in failure["error"]
 
 
+def test_a_program_over_the_prompts_time_limit_is_kept_told_its_budget_and_verified(
+    make_cfg, server, tmp_path, run_dir
+):
+    """limits.timeout_s: the program is stopped in its second call (a reply that never comes); the conversation of
+    its first call is kept (stop_reason timeout) and verified in its sandbox. limits.tell_agent: each call the proxy
+    forwards ends with the budget note, which the trajectory does not hold."""
+    write = {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi > out.txt"}}]}
+    rows = [
+        {
+            "prompt": script(write, {"fail": [{"status": 500, "hang": 3600}]}, text="hangs"),
+            "verify": "grep -qx hi out.txt",
+        }
+    ]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    limits = ["limits.timeout_s=10", "limits.tell_agent=true", "+scorer@scorers.verify=verify"]
+    code, stats = run_inprocess(make_cfg(*TINY, *limits, dataset=data), run_dir)
+    assert code == 0, (run_dir / "failures.jsonl").read_text()
+    [e] = _entries(run_dir)
+    assert e["stop_reason"] == "timeout" and e["partial"] and e["reward"] == 1.0
+    assert [t["from"] for t in e["conversations"]] == ["system", "human", "gpt"] and "[budget]" not in json.dumps(e)
+    notes = [r.body["messages"][-1]["content"] for r in server.calls_for("hangs")]
+    assert len(notes) == 2 and all(n.startswith("[budget] Left for this task: ") for n in notes)
+    assert stats["answered_at_limit"]["by_limit"] == {"timeout": 1}
+
+
 def test_a_pip_spec_is_installed_once_into_a_venv_of_the_cache(tmp_path, monkeypatch):
     """agent.install=pip:<spec>: pip (offline here: a local wheel) installs it into a venv under the cache dir,
     once per spec; its bin/ and version come from that venv."""

@@ -164,13 +164,14 @@ def test_the_rules_beside_each_section_are_run_for_every_section_below_the_root(
     cfg = RunConfig(model=ModelConfig(name="m", base_url="u"), distribution=DistributionConfig(name="d"))
     cfg.run_name = "r"
     assert problems(cfg) == []
-    cfg.limits.timeout_s, cfg.shard.index = -1, 1
+    cfg.limits.timeout_s, cfg.shard.index, cfg.limits.keep_note = -1, 1, True
     cfg.tools.moa.reference_models = [EndpointConfig(model="a"), EndpointConfig(model="b", max_retries=-1)]
     cfg.scorers = {"j": ScorerConfig(kind=ScorerKind.judge)}
     cfg.scorers["j"].judge.endpoint.timeout_s = 0
     assert problems(cfg) == [
         "shard.index must be in [0, shard.count), got 1/1",
         "limits.timeout_s must be > 0 (or null), not -1",
+        "limits.keep_note=true keeps the budget notes of limits.tell_agent, which is false",
         "tools.moa.reference_models[1].max_retries must be >= 0, not -1",
         "scorers.j.judge.endpoint.timeout_s must be > 0, not 0",
     ]

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import time
 
 import pytest
 
 from hermes_runner.errors import ModelCallError
 from hermes_runner.testing.model import ScriptedModel
+from hermes_runner.trajectory import entry as entries
+from hermes_runner.trajectory.openai import to_openai
 
 from tests.helpers.inprocess import AgentSettings, converse, result, talk
 
@@ -163,3 +167,40 @@ def test_a_model_failure_propagates_and_the_result_keeps_what_was_spent(tmp_path
         asyncio.run(converse(ScriptedModel(steps), tmp_path, res=res))
     assert (res.api_calls, res.usage.total_tokens, res.tool_calls) == (1, 9, [("terminal", True)])
     assert roles(res) == ["user", "assistant", "tool"] and not res.completed
+
+
+def test_tell_agent_sends_what_is_left_after_the_conversation_and_never_keeps_it(tmp_path):
+    step = {"tool_calls": [TERM], "usage": {"total_tokens": 100}, "cost": 0.25}
+    settings = AgentSettings(max_turns=3, max_tokens=1000, max_cost_usd=1.0, tell_agent=True)
+    res = result()
+    res.deadline = time.monotonic() + 100
+    res, model = talk([step, FINAL], tmp_path, settings=settings, res=res)
+    first, second = (c.messages[-1] for c in model.calls)
+    assert first["role"] == second["role"] == "system"
+    seconds = re.fullmatch(
+        r"\[budget\] Left for this task: 3 model calls \(this one included\), (\d+) seconds, 1,000 tokens, \$1\.0000\. "
+        r"Give your final answer before any of these runs out\.",
+        first["content"],
+    )
+    assert seconds and 0 < int(seconds.group(1)) <= 100
+    assert "2 model calls (this one included), " in second["content"] and ", 900 tokens, $0.7500." in second["content"]
+    assert model.calls[1].messages[:-1] == [*res.history[:-1]]  # the conversation as it was, the note after it
+    assert roles(res) == ["user", "assistant", "tool", "assistant"] and "[budget]" not in json.dumps(res.history)
+
+
+def test_tell_agent_names_only_the_limits_that_are_set_and_keep_note_keeps_the_notes(tmp_path):
+    settings = AgentSettings(max_turns=2, tell_agent=True, keep_note=True)
+    res, model = talk([{"tool_calls": [TERM]}, FINAL], tmp_path, settings=settings)
+    assert (
+        model.calls[1]
+        .messages[-1]["content"]
+        .startswith("[budget] Left for this task: 1 model call (this one included). Give")
+    )
+    assert roles(res) == ["user", "system", "assistant", "tool", "system", "assistant"]
+    saved = entries.entry(res, batch_num=0, model="m", tool_names=["terminal"], system_prompt="")
+    turns = [(t["from"], t["value"][:8]) for t in saved["conversations"]]
+    assert turns[1:] == [("human", "task"), ("system", "[budget]"), ("gpt", turns[3][1]), ("tool", turns[4][1]),
+                         ("system", "[budget]"), ("gpt", turns[6][1])]  # fmt: skip
+    assert [m["role"] for m in to_openai(saved)["messages"]] == [
+        "user", "system", "assistant", "tool", "system", "assistant"
+    ]  # fmt: skip

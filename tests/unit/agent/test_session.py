@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import re
 
-from hermes_runner.config import LimitsConfig
+from hermes_runner.agent.loop import StopReason
+from hermes_runner.config import ErrorClass, LimitsConfig, RetryConfig, ScorerConfig, ScorerKind, VerifyOptions
+from hermes_runner.scorers import open_scorers
 from hermes_runner.testing.model import ScriptedModel
 
 from tests.helpers.inprocess import Failure, SessionResult, prompt, run_cfg, session
@@ -46,12 +47,45 @@ def test_a_model_error_becomes_a_failure_that_keeps_the_spend(tmp_path):
     assert "ModelCallError" in out.traceback and out.toolsets == ["terminal", "file"] and out.duration_s > 0
 
 
-def test_a_prompt_over_its_time_limit_fails_with_prompt_timeout(tmp_path):
-    cfg = run_cfg(tmp_path, limits=LimitsConfig(timeout_s=0.2))
-    (out,) = asyncio.run(session(ScriptedModel(), cfg, [prompt(script({"sleep": 5, **FINAL}))]))
-    assert isinstance(out, Failure) and out.error_type == "PromptTimeout"
-    assert re.fullmatch(r"prompt exceeded limits\.timeout_s=0\.2s \(stopped after \d+\.\ds, 0 model calls\)", out.error)
-    assert out.duration_s < 3
+def _verified(cfg, command: str):
+    """The run's scorers: one `verify` running `command` in the prompt's sandbox."""
+    return open_scorers({"v": ScorerConfig(kind=ScorerKind.verify, verify=VerifyOptions(command=command))}, cfg.model)
+
+
+def test_a_prompt_over_its_time_limit_is_kept_at_its_last_assistant_turn_and_verified_in_its_sandbox(tmp_path):
+    cfg = run_cfg(tmp_path, limits=LimitsConfig(timeout_s=5))  # ample for the first step: the second never ends
+    hang = {"fail": [{"status": 500, "hang": 3600}]}  # the second call never returns: cancelled at the limit
+    p = prompt(script({"tool_calls": [TERM]}, hang))
+    scorers = _verified(cfg, "test -f mark")  # TERM touched it: what the agent left is verified
+    (out,) = asyncio.run(session(ScriptedModel(), cfg, [p], scorers=scorers))
+    assert isinstance(out, SessionResult) and out.stop_reason == StopReason.timeout
+    assert out.partial and out.at_limit and not out.completed
+    assert [m["role"] for m in out.history] == ["user", "assistant"]  # the tool results trimmed
+    assert out.history[-1]["tool_calls"][0]["function"]["name"] == "terminal" and out.tool_calls == [("terminal", True)]
+    assert out.api_calls == 1 and out.timeline[-1] == {**out.timeline[-1], "k": "model", "error": "CancelledError"}
+    assert out.reward == 1.0 and out.scores[0]["passed"] and out.entry["stop_reason"] == "timeout"
+    assert [t["from"] for t in out.entry["conversations"]] == ["system", "human", "gpt"]
+
+
+def test_a_prompt_cancelled_in_its_first_call_keeps_its_prompt_and_is_still_verified(tmp_path):
+    cfg = run_cfg(tmp_path, limits=LimitsConfig(timeout_s=3))  # ample for the sandbox to start
+    (out,) = asyncio.run(
+        session(ScriptedModel(), cfg, [prompt(script({"sleep": 3600, **FINAL}))], scorers=_verified(cfg, "false"))
+    )
+    assert isinstance(out, SessionResult) and out.stop_reason == StopReason.timeout
+    assert [m["role"] for m in out.history] == ["user"] and out.api_calls == 0
+    assert out.reward == 0.0 and out.scores[0]["explanation"] == "verify command exited 1"  # it ran: `false` failed
+
+
+def test_retry_on_timeout_retries_a_timed_out_conversation_and_keeps_the_last_attempts(tmp_path):
+    retry = RetryConfig(max_attempts=2, on=[ErrorClass.timeout], initial_wait_s=0)
+    cfg = run_cfg(tmp_path, limits=LimitsConfig(timeout_s=2), retry=retry)  # 2 s: ample for the sandbox to start
+    hang = {"status": 500, "hang": 3600}
+    (out,) = asyncio.run(session(ScriptedModel(), cfg, [prompt(script({"fail": [hang, hang]}))]))
+    assert isinstance(out, SessionResult) and out.stop_reason == StopReason.timeout  # the last attempt: kept
+    (first,) = out.earlier_failures
+    assert (first.error_type, first.error_class, first.attempt) == ("PromptTimeout", ErrorClass.timeout, 1)
+    assert first.error.startswith("prompt exceeded limits.timeout_s=2s (stopped after ") and first.duration_s >= 2
 
 
 def test_an_unavailable_image_fails_the_prompt_before_any_model_call(tmp_path):

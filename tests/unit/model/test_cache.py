@@ -17,6 +17,7 @@ from hermes_runner.errors import ModelCallError
 from hermes_runner.model import cache as rc
 from hermes_runner.model.cache import CALL_SCOPE, CachedModel, CallScope, ResponseCache, endpoint_identity, fingerprint
 from hermes_runner.model.client import OpenAIChatModel
+from hermes_runner.model.note import note
 from hermes_runner.run.budget import RunBudget
 from hermes_runner.testing.model import ScriptedModel
 from hermes_runner.usage import Usage
@@ -112,6 +113,16 @@ def test_samples_are_distinct_draws_and_a_repeated_call_in_one_attempt_is_a_new_
     assert len(inner.calls) == 4
     scope = CallScope(2)  # the attempt replayed (a resume): both of its calls come back, in order
     assert call(model, scope=scope).cached and call(model, scope=scope).cached and len(inner.calls) == 4
+
+
+def test_a_budget_note_is_keyed_without_its_seconds_left(tmp_path):
+    model, inner, _ = cached(tmp_path)
+    told = lambda seconds, tokens: [*MESSAGES, note(3, seconds, tokens, None)]  # noqa: E731
+    first = call(model, messages=told(97.2, 500))
+    assert call(model, messages=told(41.9, 500)).cached  # a replay, its calls answered faster or slower
+    assert not call(model, messages=told(97.2, 400)).cached  # another budget: another call
+    assert len(inner.calls) == 2 and inner.calls[0].messages[-1]["content"].count("97 seconds") == 1
+    assert not first.cached
 
 
 def test_errors_are_never_stored(tmp_path):

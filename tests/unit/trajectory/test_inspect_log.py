@@ -104,11 +104,13 @@ def test_a_conversation_stopped_by_a_limit_has_its_inspect_limit(run: RunData) -
     key = next(k for k, r in run.final.items() if r["status"] == "ok")
     rec, entry = next(run.entries([key]))
     assert inspect_log.entry_sample(run, key, rec, entry)["limit"] is None  # it ended with an answer
-    run.invocations = [{"config": {"max_turns": 7, "limits": {"prompt_max_tokens": None}}}]
+    run.invocations = [{"config": {"max_turns": 7, "limits": {"prompt_max_tokens": None, "timeout_s": 30}}}]
     stopped = inspect_log.entry_sample(run, key, rec, {**entry, "stop_reason": "max_turns"})
     assert stopped["limit"] == {"type": "turn", "limit": 7.0, "reason": "max_turns"}
     assert inspect_log.summary(stopped)["limit"] == "turn"
     assert inspect_log.entry_sample(run, key, rec, {**entry, "stop_reason": "token_limit"})["limit"]["type"] == "token"
+    timed_out = inspect_log.entry_sample(run, key, rec, {**entry, "stop_reason": "timeout"})
+    assert timed_out["limit"] == {"type": "time", "limit": 30.0, "reason": "timeout"}  # limits.timeout_s: wall clock
 
 
 @pytest.mark.parametrize(
