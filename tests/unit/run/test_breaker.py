@@ -15,6 +15,7 @@ from hermes_runner.config import BreakerClass, BreakerConfig, ErrorClass
 from hermes_runner.errors import RemoteCallError
 from hermes_runner.run.breaker import Breaker, Guard, NotStarted, call_class, merged, outcome_classes
 from hermes_runner.run.budget import CURRENT_PROMPT
+from hermes_runner.run.progress import RunProgress
 from hermes_runner.run.watch import SessionWatch, where
 from hermes_runner.usage import Usage
 
@@ -258,3 +259,17 @@ async def test_a_silent_session_is_reported_with_the_tool_it_waits_in(caplog) ->
     await task
     watch.ended(p)
     assert watch.check() == ""
+
+
+def test_the_progress_line_says_what_the_run_says_of_itself() -> None:
+    clock = Clock()
+    b = breaker(clock)
+    line = RunProgress("r", 10, enabled=False, notes=b.describe).line()
+    assert "in flight 0 | 0 tok" in line  # nothing to say: nothing added
+    for key in "abc":
+        b.note(BreakerClass.provider, key, "HTTP 503")
+    clock.t += 42
+    assert (
+        "in flight 0 | breaker open: provider 42s, probing every 1s | 0 tok"
+        in RunProgress("r", 10, enabled=False, notes=b.describe).line()
+    )
