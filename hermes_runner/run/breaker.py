@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -28,6 +29,7 @@ from hermes_runner.util.text import first_line
 log = logging.getLogger(__name__)
 
 MAX_RERUNS = 5  # times one prompt is run again for failing while its class is open (then its failure stays)
+MIN_PROMPTS = 3  # the fewest prompts breaker.share asks for (one or two failing prompts are no spike)
 PROBE_TIMEOUT_S = 60.0  # a probe call not answered within this failed
 PROBED = frozenset({BreakerClass.provider})  # classes probed by a call; the others by one trial prompt
 
@@ -74,6 +76,7 @@ class Breaker(CallHook):
     """Counts, per class, the distinct prompts that met its errors over the window; opens at the threshold."""
 
     cfg: BreakerConfig
+    workers: int = 1  # num_workers: `breaker.share` of them also opens it
     clock: Callable[[], float] = time.monotonic
     opened: dict[BreakerClass, Opened] = field(default_factory=dict)
     gave_up: str | None = None  # why the run gave up waiting (breaker.give_up_s)
@@ -84,7 +87,9 @@ class Breaker(CallHook):
     # -- fed ---------------------------------------------------------------------------------
 
     def after_call(self, exc: BaseException | None, completion: Completion | None) -> None:
-        if (cls := call_class(exc)) is not None:
+        if completion is not None and BreakerClass.provider in self.opened:
+            self.close(BreakerClass.provider, "a model call was answered")
+        elif (cls := call_class(exc)) is not None:
             self.note(cls, CURRENT_PROMPT.get() or "?", f"HTTP {getattr(exc, 'status_code', None) or '?'}")
 
     def note(self, cls: BreakerClass, key: str, what: str) -> None:
@@ -96,7 +101,7 @@ class Breaker(CallHook):
         while seen and seen[0][0] < now - self.cfg.window_s:
             seen.popleft()
         prompts = len({k for _, k in seen})
-        if cls not in self.opened and prompts >= self.cfg.threshold:
+        if cls not in self.opened and prompts >= self.threshold:
             why = f"{prompts} prompts met {cls} errors within {self.cfg.window_s:g}s (the last: {what})"
             self.opened[cls] = Opened(now, why)
             log.warning("breaker open: %s; no new prompt starts, probing every %gs", why, self.cfg.probe_s)
@@ -113,6 +118,12 @@ class Breaker(CallHook):
                 else:
                     self.close(cls, f"trial prompt {outcome.prompt.index} ran clean")
         return found
+
+    @property
+    def threshold(self) -> int:
+        """Prompts that open it: breaker.threshold, or breaker.share of num_workers if fewer (at least 3)."""
+        share = max(MIN_PROMPTS, math.ceil(self.cfg.share * self.workers))
+        return min(self.cfg.threshold, share)
 
     # -- open / close ------------------------------------------------------------------------
 

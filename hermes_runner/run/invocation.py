@@ -96,7 +96,7 @@ class Run:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.main: asyncio.Task | None = None
         self.progress: RunProgress | None = None
-        self.breaker = Breaker(cfg.breaker, on_give_up=functools.partial(self._stop, Stop.breaker))
+        self.breaker = Breaker(cfg.breaker, cfg.num_workers, on_give_up=functools.partial(self._stop, Stop.breaker))
         self.watch = SessionWatch(cfg.breaker.silent_after_s)  # sessions gone silent
         self._silent = ""  # the watch's last note
         self.toolsets_dropped: dict[str, str] = {}  # toolset -> missing backend

@@ -13,6 +13,7 @@ from hermes_runner.agent.loop import SessionResult
 from hermes_runner.agent.session import Failure
 from hermes_runner.config import BreakerClass, BreakerConfig, ErrorClass
 from hermes_runner.errors import RemoteCallError
+from hermes_runner.model.base import Completion
 from hermes_runner.run.breaker import Breaker, Guard, NotStarted, call_class, merged, outcome_classes
 from hermes_runner.run.budget import CURRENT_PROMPT
 from hermes_runner.run.progress import RunProgress
@@ -76,6 +77,25 @@ def test_it_opens_when_enough_distinct_prompts_fail_within_the_window(caplog) ->
     assert list(b.opened) == [BreakerClass.provider]
     assert "breaker open: 3 prompts met provider errors within 10s (the last: HTTP 503)" in caplog.text
     assert b.describe().startswith("breaker open: provider 0s, probing every 1s")
+
+
+def test_a_share_of_the_workers_opens_it_when_fewer_than_the_threshold() -> None:
+    def threshold(workers: int, **cfg) -> int:
+        return Breaker(BreakerConfig(**cfg), workers).threshold
+
+    assert threshold(16) == 8 and threshold(64) == 20 and threshold(64, share=0.1) == 7
+    assert threshold(1) == threshold(4) == 3  # one or two failing prompts are no spike ...
+    assert threshold(4, threshold=1) == 1  # ... unless breaker.threshold says so
+
+
+def test_an_answered_call_closes_the_provider_class(caplog) -> None:
+    b = breaker(Clock())
+    for key in "abc":
+        CURRENT_PROMPT.set(key)
+        b.after_call(status_error(429), None)
+    assert BreakerClass.provider in b.opened
+    b.after_call(None, Completion({"role": "assistant", "content": "hi"}, "stop", Usage()))
+    assert not b.opened and "breaker closed: provider: a model call was answered" in caplog.text
 
 
 def test_a_class_left_out_or_a_disabled_breaker_never_opens() -> None:
