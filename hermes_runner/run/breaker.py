@@ -24,6 +24,7 @@ from hermes_runner.errors import BrokenStream, RemoteCallError, SandboxError
 from hermes_runner.model.base import CallHook, Completion
 from hermes_runner.model.client import openai_client
 from hermes_runner.run.budget import CURRENT_PROMPT
+from hermes_runner.trajectory import entry as entries
 from hermes_runner.util.text import first_line
 
 log = logging.getLogger(__name__)
@@ -170,6 +171,8 @@ class Breaker(CallHook):
             await self.probe_once(probe)
 
     async def probe_once(self, probe: Probe | None) -> None:
+        if self.gave_up is not None:
+            return
         for cls, o in list(self.opened.items()):
             if self.cfg.give_up_s is not None and self.clock() - o.since > self.cfg.give_up_s:
                 self._give_up(cls, o)
@@ -286,4 +289,6 @@ def merged(outcome: Outcome, held: list[Failure]) -> Outcome:
         f.attempt = i
     if isinstance(outcome, Failure):
         outcome.attempt = len(outcome.earlier_failures) + 1
+    elif outcome.entry:
+        entries.count(outcome.entry, outcome)  # the entry's spend: every run of the prompt, as the ledger's
     return outcome

@@ -202,7 +202,7 @@ async def test_the_guard_runs_again_what_failed_while_open_and_records_it_once()
         runs.append(p.index)
         if len(runs) == 1:
             return failed(p.index)  # the third prompt: it opens the breaker, and is held
-        return SessionResult(p, [], [], usage=Usage(total_tokens=5), api_calls=1)
+        return SessionResult(p, [], [], usage=Usage(total_tokens=5), api_calls=1, entry={"api_calls": 1})
 
     task = asyncio.ensure_future(guard.run(prompt("x", 4), work))
     await asyncio.sleep(0.01)
@@ -215,7 +215,8 @@ async def test_the_guard_runs_again_what_failed_while_open_and_records_it_once()
     outcome = await asyncio.wait_for(task, 5)
     assert isinstance(outcome, SessionResult) and runs == [4, 4] and guard.rerun == 1 and guard.held == 0
     assert [f.attempt for f in outcome.earlier_failures] == [1]  # the failure in the spike: failures.jsonl
-    assert outcome.usage.total_tokens == 15 and outcome.api_calls == 2  # its spend counts
+    assert outcome.usage.total_tokens == 15 and outcome.api_calls == 2  # its spend counts ...
+    assert outcome.entry["usage"]["total_tokens"] == 15 and outcome.entry["api_calls"] == 2  # ... in its entry too
 
 
 @in_loop
