@@ -69,3 +69,26 @@ def test_a_silent_session_is_reported_with_the_command_it_waits_on(server, tmp_p
         assert "prompt 0 " in line and 'in tool terminal {"command": "sleep 600"}' in line, line
         code, out = run.end(signal.SIGINT)
     assert code == 130, out[-3000:]
+
+
+def test_an_outage_longer_than_give_up_s_stops_the_run_and_a_rerun_finishes_it(server, tmp_path) -> None:
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"task {i}"} for i in range(PROMPTS)])
+    args = cli(server, tmp_path, ds, "model.max_retries=1", "breaker.probe_s=0.1", "breaker.give_up_s=1")
+    server.outage(503)  # from the start, never recovering in this invocation
+    with LiveRunner(args) as run:
+        run.proc.wait(120)
+        out = run.output
+    assert run.proc.returncode == 4, out[-4000:]
+    assert "breaker open: 3 prompts met provider errors" in out  # 3: half of 4 workers, but at least 3
+    assert "Stopped: the circuit breaker stayed open: provider errors for" in out and "prompts left to run" in out
+    run_dir = tmp_path / "run"
+    stats = json.loads((run_dir / "statistics.json").read_text())
+    # Failed: the prompts held when it gave up, and at most the 2 that may have failed before it opened.
+    assert stats["prompts"]["ok"] == 0 and stats["prompts"]["failed"] <= WORKERS + 2
+    assert stats["prompts"]["failed"] + stats["prompts"]["pending"] == PROMPTS  # none lost: each to run again
+    server.recover()
+    with LiveRunner(args) as again:
+        again.proc.wait(120)
+    assert again.proc.returncode == 0, again.output[-4000:]
+    ok = [r["key"] for r in read_jsonl(run_dir / "ledger.jsonl") if r["status"] == "ok"]
+    assert len(ok) == len(set(ok)) == PROMPTS
