@@ -9,8 +9,8 @@ then recovers. Each prompt runs the default scripted 2-call agent (a `terminal` 
 answer). `run.py` runs as a user runs it, with the default model retries (model.max_retries=6, backing off up to
 60 s) and the default breaker (20 prompts in 60 s open it, a probe every 10 s), once with breaker.enabled=false
 and once with it on. Printed per mode: prompts ok and failed at the end of the invocation (failed: lost to the
-outage until a rerun), prompts run again in the invocation (failures.jsonl), ledger records per prompt, the
-chat calls the outage refused, and wall time.
+outage until a rerun), prompts that failed and ended ok in the same invocation, ledger records of the prompt
+with the most (1: exactly once), the chat calls the outage refused, and wall time.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ class ModeResult:
     prompts: int
     ok: int
     failed: int  # lost to the outage until a rerun
-    rerun: int  # prompts run again in the same invocation (their failed runs in failures.jsonl)
+    rerun: (
+        int  # prompts that failed, ran again in the same invocation and ended ok (their failed runs in failures.jsonl)
+    )
     max_records: int  # ledger records of the prompt with the most (1: exactly once)
     refused_calls: int  # chat calls the outage answered 503
     outage_s: float
@@ -72,8 +74,7 @@ def run_mode(breaker: bool, args: argparse.Namespace, work: Path) -> ModeResult:
         wall = time.monotonic() - t0
         stats = json.loads((run_dir / "statistics.json").read_text())
         ledger = [json.loads(ln) for ln in (run_dir / "ledger.jsonl").read_text().splitlines() if ln.strip()]
-        failures = run_dir / "failures.jsonl"
-        rerun = {json.loads(ln)["key"] for ln in failures.read_text().splitlines()} if failures.exists() else set()
+        rerun = [r for r in ledger if r["status"] == "ok" and r.get("attempts", 1) > 1]  # failed runs before
         return ModeResult(
             breaker, args.prompts, stats["prompts"]["ok"], stats["prompts"]["failed"], len(rerun),
             max(Counter(r["key"] for r in ledger).values()), server.outage_answered, outage, wall, code,

@@ -168,7 +168,10 @@ class Breaker(CallHook):
         """While the run goes: every probe_s, probe each open class (a call, or a trial prompt granted)."""
         while True:
             await asyncio.sleep(self.cfg.probe_s)
-            await self.probe_once(probe)
+            try:
+                await self.probe_once(probe)
+            except Exception:  # noqa: BLE001 - a probe's own bug must not leave the breaker open for good
+                log.exception("breaker: the probe failed unexpectedly")
 
     async def probe_once(self, probe: Probe | None) -> None:
         if self.gave_up is not None:
@@ -220,7 +223,7 @@ def endpoint_probe(model: ModelConfig, base_url: str | None) -> Probe:
             return f"no answer within {PROBE_TIMEOUT_S:g}s"
         except openai.APIStatusError as exc:
             return None if exc.status_code < 500 and exc.status_code != 429 else f"HTTP {exc.status_code}"
-        except openai.APIError as exc:
+        except Exception as exc:  # noqa: BLE001 - any other failure to get an answer: not recovered
             return first_line(exc) or type(exc).__name__
         finally:
             await client.close()

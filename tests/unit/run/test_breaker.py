@@ -11,10 +11,18 @@ import openai
 
 from hermes_runner.agent.loop import SessionResult
 from hermes_runner.agent.session import Failure
-from hermes_runner.config import BreakerClass, BreakerConfig, ErrorClass
+from hermes_runner.config import BreakerClass, BreakerConfig, ErrorClass, ModelConfig
 from hermes_runner.errors import RemoteCallError
 from hermes_runner.model.base import Completion
-from hermes_runner.run.breaker import Breaker, Guard, NotStarted, call_class, merged, outcome_classes
+from hermes_runner.run.breaker import (
+    Breaker,
+    Guard,
+    NotStarted,
+    call_class,
+    endpoint_probe,
+    merged,
+    outcome_classes,
+)
 from hermes_runner.run.budget import CURRENT_PROMPT
 from hermes_runner.run.progress import RunProgress
 from hermes_runner.run.watch import SessionWatch, where
@@ -294,3 +302,14 @@ def test_the_progress_line_says_what_the_run_says_of_itself() -> None:
         "in flight 0 | breaker open: provider 42s, probing every 1s | 0 tok"
         in RunProgress("r", 10, enabled=False, notes=b.describe).line()
     )
+
+
+def test_the_probe_is_a_real_call_answered_once_the_outage_ends(server) -> None:
+    probe = endpoint_probe(ModelConfig(name="scripted", base_url=server.url, api_key_env=None), None)
+    server.outage(503)
+    assert asyncio.run(probe()) == "HTTP 503" and server.outage_answered == 1
+    server.outage(400)  # an answer, if not a good one: the endpoint is back
+    assert asyncio.run(probe()) is None
+    server.recover()
+    assert asyncio.run(probe()) is None
+    assert server.requests[-1].body["max_tokens"] == 1
