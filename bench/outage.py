@@ -58,6 +58,8 @@ def run_mode(breaker: bool, args: argparse.Namespace, work: Path) -> ModeResult:
             "cache=off", f"sandbox.local.root={work / 'sandboxes'}", "distribution=terminal_only",
             f"breaker.enabled={str(breaker).lower()}",
         ]  # fmt: skip
+        if args.max_retries is not None:
+            cmd.append(f"model.max_retries={args.max_retries}")
         t0 = time.monotonic()
         with (work / f"cli-{breaker}.log").open("w") as log:
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -90,6 +92,7 @@ def main() -> None:
     ap.add_argument("--at", type=float, default=0.3, help="share of the run's calls served before the outage")
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--latency", type=float, default=0.05, help="seconds the server takes per reply")
+    ap.add_argument("--max-retries", type=int, help="model.max_retries (default: the config's, 6)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     results = []
@@ -99,8 +102,9 @@ def main() -> None:
             results.append(run_mode(breaker, args, work))
         finally:
             shutil.rmtree(work, ignore_errors=True)
+    retries = "default" if args.max_retries is None else args.max_retries
     print(f"{args.prompts} prompts, {args.workers} in flight, a {args.outage_s:g} s outage (every chat call 503) "
-          f"after {args.at:.0%} of the calls")  # fmt: skip
+          f"after {args.at:.0%} of the calls, model.max_retries={retries}")  # fmt: skip
     print(f"{'breaker':8} {'ok':>6} {'failed':>7} {'lost %':>7} {'rerun':>6} {'records':>8} {'503s':>6} {'wall s':>7}")
     for r in results:
         print(f"{'on' if r.breaker else 'off':8} {r.ok:6d} {r.failed:7d} {100 * r.failed / r.prompts:6.1f}% "
