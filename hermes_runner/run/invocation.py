@@ -99,6 +99,7 @@ class Run:
         self.breaker = Breaker(cfg.breaker, cfg.num_workers, on_give_up=functools.partial(self._stop, Stop.breaker))
         self.watch = SessionWatch(cfg.breaker.silent_after_s)  # sessions gone silent
         self._silent = ""  # the watch's last note
+        self.guard: Guard | None = None  # each prompt's work behind the breaker
         self.toolsets_dropped: dict[str, str] = {}  # toolset -> missing backend
         self.fill: list[str] = []  # the tool_stats keys of the entries
         self.prefill: list[dict] = []  # prefill_messages_file
@@ -183,7 +184,7 @@ class Run:
             functools.partial(self._stop, Stop.endpoint_down), cfg.verbose,
         )  # fmt: skip
         batch_of: dict[str, int] = {}
-        guard = Guard(self.breaker, self.watch.started, self.watch.ended)  # waits while the breaker is open
+        self.guard = guard = Guard(self.breaker, self.watch.started, self.watch.ended)  # waits while it is open
         feed = open_feed(
             cfg.feed, self.dir, cfg.samples_per_prompt, bool(cfg.scorers)
         )  # feed=atropos: groups to the trainer
@@ -247,7 +248,10 @@ class Run:
 
     def _notes(self) -> str:
         """The progress line's note: the breaker open, the sessions gone silent."""
-        return " | ".join(n for n in (self.breaker.describe(), self._silent) if n)
+        breaker, held = self.breaker.describe(), self.guard.held if self.guard else 0
+        if breaker and held:
+            breaker += f", {held} prompts to run again"
+        return " | ".join(n for n in (breaker, self._silent) if n)
 
     async def _sync_loop(self) -> None:
         last_ckpt = last_watch = time.monotonic()
