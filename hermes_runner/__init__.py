@@ -11,7 +11,9 @@ Where things live (one room per job; the rooms are listed from the top of the ho
                     invocation (prepare, drive, finalize; execute_run), record (filters + ledger record, Recorder),
                     spend, outputs (checkpoint, trajectories, statistics), plan, budget, progress,
                     estimate (+ the dry run), discards, rescore (`hermes-score`: new scores, no agent), feed
-                    (feed=atropos: scored groups to an Atropos trainer, with back-pressure, exactly once)
+                    (feed=atropos: scored groups to an Atropos trainer, with back-pressure, exactly once),
+                    breaker (the circuit breaker: dispatch pauses while an error class spikes), watch (silent
+                    sessions)
     report/         the HTML report: page, __main__, summary, plots, svg, viewer, assets/ (reads data, never code)
     executors/      keep num_workers sessions in flight: base (Executor, Work, the redispatch loop), local,
                     processes, ray; open_executor

@@ -9,7 +9,8 @@ Where each one goes (control flow):
     EndpointDown (Refused, Auth)   model.client                   agent.session -> Failure; Run stops new prompts,
                                                                   exit 4; the next run retries those failures
     ModelCallError, EmptyResponse,
-    MalformedReply, BrokenStream   model.client (retried first)   agent.session -> the prompt fails (ledger)
+    MalformedReply, BrokenStream   model.client (retried first)   agent.session -> the prompt fails (ledger); while
+                                                                  run.breaker is open it runs again on recovery
     ToolModelError                 agent.loop (a tool's model     agent.session -> the prompt fails (ledger)
                                    error that left the tool)
     PromptTimeout, ImageUnavailable,

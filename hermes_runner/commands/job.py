@@ -364,8 +364,12 @@ def print_result(
     if code == ExitCode.INTERRUPTED:
         say(console, "[yellow]Interrupted.[/] Run the same command again to finish the remaining prompts.")
     elif code == ExitCode.ENDPOINT_DOWN:
-        left = stats["prompts"]["pending"] + sum(stats["failed_by_error"].get(t, 0) for t in ENDPOINT_DOWN_ERRORS)
-        say(console, f"Stopped: {result.stops[Stop.endpoint_down]}", style="bold red", markup=False)
+        failed = sum(stats["failed_by_error"].get(t, 0) for t in ENDPOINT_DOWN_ERRORS)
+        why = result.stops.get(Stop.endpoint_down)
+        if why is None:  # the circuit breaker gave up: the prompts it held failed, a rerun retries them
+            why, failed = f"the circuit breaker stayed open: {result.stops[Stop.breaker]}", stats["prompts"]["failed"]
+        left = stats["prompts"]["pending"] + failed
+        say(console, f"Stopped: {why}", style="bold red", markup=False)
         say(console, f"{left} prompts left to run: fix the endpoint, then run the same command again.")
     elif code == ExitCode.BUDGET:
         say(

@@ -100,6 +100,43 @@ class RetryConfig:
     RULES = {"max_attempts": ">= 1", "initial_wait_s": ">= 0", "max_wait_s": ">= 0"}
 
 
+class BreakerClass(StrEnum):
+    """Kinds of error the circuit breaker counts (`breaker.on`): a spike of one pauses the dispatch of prompts."""
+
+    provider = "provider"  # the model endpoint answers 5xx or 429, or a prompt fails with a provider error
+    sandbox = "sandbox"  # a prompt's sandbox could not start (SandboxError before its first model call)
+    scorer = "scorer"  # a scorer could not judge a trajectory (a score record with an error)
+
+
+@dataclass
+class BreakerConfig:
+    """The circuit breaker (docs/evaluation.md#circuit-breaker): when `threshold` prompts meet errors of one class
+    within `window_s`, no new prompt starts; the runner probes every `probe_s` (a 1-token model call for provider,
+    one trial prompt for the others) and resumes once a probe succeeds (or, for provider, any model call is
+    answered). Prompts that fail with that class while it
+    is open run again in the same invocation (one ledger record each)."""
+
+    enabled: bool = True
+    on: list[BreakerClass] = field(default_factory=lambda: list(BreakerClass))  # the classes it counts
+    window_s: float = 60.0  # the sliding window errors are counted over
+    threshold: int = 20  # distinct prompts meeting errors of one class in the window that open it, ...
+    share: float = 0.5  # ... or this share of num_workers if fewer (but at least 3 prompts)
+    probe_s: float = 10.0  # seconds between probes while open
+    # open this long: the run gives up (no new prompt starts, exit 4; the prompts held fail, a rerun retries them)
+    give_up_s: float | None = 3600.0
+    # a session with no model call starting or ending for this long is reported (progress line, log warning) with
+    # where it waits: the model call in flight, the tool and its command, ... (null: never)
+    silent_after_s: float | None = 600.0
+    RULES = {
+        "window_s": "> 0",
+        "threshold": ">= 1",
+        "share": "> 0",
+        "probe_s": "> 0",
+        "give_up_s": "> 0",
+        "silent_after_s": "> 0",
+    }
+
+
 class CacheMode(str, Enum):
     """What the response cache does (docs/caching.md)."""
 

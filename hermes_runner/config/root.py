@@ -10,7 +10,14 @@ from omegaconf import MISSING
 from hermes_runner.config.agent import AgentConfig
 from hermes_runner.config.check import run_name_problem
 from hermes_runner.config.data import DatasetConfig, FiltersConfig, OutputConfig
-from hermes_runner.config.execution import CacheConfig, ExecutorConfig, LimitsConfig, RetryConfig, ShardConfig
+from hermes_runner.config.execution import (
+    BreakerConfig,
+    CacheConfig,
+    ExecutorConfig,
+    LimitsConfig,
+    RetryConfig,
+    ShardConfig,
+)
 from hermes_runner.config.feed import FeedConfig, FeedKind
 from hermes_runner.config.model import ModelConfig, ProviderConfig, ReasoningConfig
 from hermes_runner.config.sandbox import SandboxConfig
@@ -39,6 +46,7 @@ class RunConfig:
     # one score record per scorer, and the primary scorer's value as `reward` (docs/scoring.md)
     scorers: dict[str, ScorerConfig] = field(default_factory=dict)
     retry: RetryConfig = field(default_factory=RetryConfig)  # in-run retries of failed prompts
+    breaker: BreakerConfig = field(default_factory=BreakerConfig)  # pauses the run while an error class spikes
     cache: CacheConfig = field(default_factory=CacheConfig)  # replayed model replies (conf/cache/: cache=off ...)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)  # OpenTelemetry spans (docs/telemetry.md)
     agent: AgentConfig = field(default_factory=AgentConfig)  # who drives each prompt (conf/agent/: agent=external ...)

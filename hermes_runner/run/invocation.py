@@ -26,6 +26,7 @@ from hermes_runner.executors import Executor, Work
 from hermes_runner.model.ratelimit import EndpointLimiter, Throttle
 from hermes_runner.model.serve import serving
 from hermes_runner.run import estimate, outputs, wiring
+from hermes_runner.run.breaker import Breaker, Guard, NotStarted, Probe, endpoint_probe
 from hermes_runner.run.budget import CURRENT_PROMPT
 from hermes_runner.run.discards import nothing_kept
 from hermes_runner.run.feed import open_feed
@@ -33,6 +34,7 @@ from hermes_runner.run.plan import Plan, make_plan, pending
 from hermes_runner.run.progress import RunProgress
 from hermes_runner.run.record import Recorder
 from hermes_runner.run.spend import Spend
+from hermes_runner.run.watch import SessionWatch
 from hermes_runner.rundir import hermes_import, manifest
 from hermes_runner.rundir.stats import RunStats
 from hermes_runner.rundir.store import LedgerState, RunStore, abandon_prelock, remove_stale_temps
@@ -51,11 +53,13 @@ class Stop(str, Enum):
 
     endpoint_down = "endpoint_down"  # the endpoint refused connections or credentials
     budget = "budget"  # limits.max_cost_usd or limits.max_tokens_total reached
+    breaker = "breaker"  # the circuit breaker stayed open breaker.give_up_s
 
 
 _STOP_LOG = {
     Stop.endpoint_down: (logging.ERROR, "no new prompt starts, the model endpoint can serve none: %s"),
     Stop.budget: (logging.WARNING, "budget: %s; no new prompt starts, in-flight prompts finish"),
+    Stop.breaker: (logging.ERROR, "breaker: gave up waiting for recovery: %s; no new prompt starts"),
 }
 
 
@@ -92,6 +96,10 @@ class Run:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.main: asyncio.Task | None = None
         self.progress: RunProgress | None = None
+        self.breaker = Breaker(cfg.breaker, cfg.num_workers, on_give_up=functools.partial(self._stop, Stop.breaker))
+        self.watch = SessionWatch(cfg.breaker.silent_after_s)  # sessions gone silent
+        self._silent = ""  # the watch's last note
+        self.guard: Guard | None = None  # each prompt's work behind the breaker
         self.toolsets_dropped: dict[str, str] = {}  # toolset -> missing backend
         self.fill: list[str] = []  # the tool_stats keys of the entries
         self.prefill: list[dict] = []  # prefill_messages_file
@@ -156,16 +164,17 @@ class Run:
                 spent, on_budget = self.spend.total(self.stats.usage), functools.partial(self._stop, Stop.budget)
                 self.limiter, budget = wiring.meters(cfg, spent, on_budget, self._record_call, self.invocation)
                 spec = wiring.worker_spec(cfg, self.dir, self.prefill, served_url, plan.images, self.toolsets_dropped)
-                async with wiring.executor(cfg, spec, self.limiter, budget) as (executor, work):
+                watchers = (self.breaker, self.watch)
+                async with wiring.executor(cfg, spec, self.limiter, budget, watchers) as (executor, work):
                     self.executor = executor
                     if not self.interrupted and Stop.budget not in self.stops:
-                        await self._drive(plan, work)
+                        await self._drive(plan, work, endpoint_probe(cfg.model, served_url))
         except asyncio.CancelledError:
             if not self.interrupted:
                 raise
             log.warning("interrupted while starting: nothing was run")
 
-    async def _drive(self, plan: Plan, work: Work) -> None:
+    async def _drive(self, plan: Plan, work: Work, probe: Probe) -> None:
         cfg, executor = self.cfg, self.executor
         self.limiter.on_concurrency = executor.set_limit
         first_batch = self.state.next_batch
@@ -175,6 +184,7 @@ class Run:
             functools.partial(self._stop, Stop.endpoint_down), cfg.verbose, cfg.limits.at_limit,
         )  # fmt: skip
         batch_of: dict[str, int] = {}
+        self.guard = guard = Guard(self.breaker, self.watch.started, self.watch.ended)  # waits while it is open
         feed = open_feed(
             cfg.feed, self.dir, cfg.samples_per_prompt, bool(cfg.scorers)
         )  # feed=atropos: groups to the trainer
@@ -188,7 +198,7 @@ class Run:
             CURRENT_PROMPT.set(p.key)  # (in this session's own task: its model calls are recorded under it)
             if feed is not None:
                 await feed.wait_room()  # back-pressure: the trainer's queue is full
-            return await work(p)
+            return await guard.run(p, work)
 
         try:
             owner = {name: t.toolset for name, t in all_tools().items()}
@@ -197,13 +207,16 @@ class Run:
             self._storage_failed(exc)
             return
         syncer = asyncio.ensure_future(self._sync_loop())
-        self.progress = wiring.progress(cfg, plan.to_run, self.limiter)
+        prober = asyncio.ensure_future(self.breaker.probing(probe))
+        self.progress = wiring.progress(cfg, plan.to_run, self.limiter, self._notes)
         try:
             if feed is not None:
                 await feed.start()
             with self.progress:
                 async for outcome in executor.map_unordered(session, items()):
                     batch = batch_of.pop(outcome.prompt.key)
+                    if isinstance(outcome, NotStarted):
+                        continue  # the breaker gave up before it started: it stays pending
                     if self.storage_error:
                         continue  # draining: the prompt runs again next time
                     try:
@@ -217,9 +230,10 @@ class Run:
                     o = outcome
                     self.progress.advance(status, o.usage, executor.in_flight, o.retries, o.cache_hits, o.saved)
         finally:
-            syncer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await syncer
+            for task in (syncer, prober):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if feed is not None:
                 await feed.close()
 
@@ -232,10 +246,19 @@ class Run:
         if self.executor:
             self.executor.stop()
 
+    def _notes(self) -> str:
+        """The progress line's note: the breaker open, the sessions gone silent."""
+        breaker, held = self.breaker.describe(), self.guard.held if self.guard else 0
+        if breaker and held:
+            breaker += f", {held} prompts to run again"
+        return " | ".join(n for n in (breaker, self._silent) if n)
+
     async def _sync_loop(self) -> None:
-        last_ckpt = time.monotonic()
+        last_ckpt = last_watch = time.monotonic()
         while True:
             await asyncio.sleep(self.cfg.fsync_interval_s)
+            if time.monotonic() - last_watch >= 1.0:
+                last_watch, self._silent = time.monotonic(), self.watch.check()
             if self.progress and self.executor:
                 self.progress.refresh(self.executor.in_flight)
             try:
@@ -398,7 +421,7 @@ def _execute(run: Run, plan: Plan, started: float) -> InvocationResult:
         result.code = ExitCode.CONFIG
     elif run.interrupted:
         result.code = ExitCode.INTERRUPTED
-    elif Stop.endpoint_down in run.stops:
+    elif Stop.endpoint_down in run.stops or Stop.breaker in run.stops:
         result.code = ExitCode.ENDPOINT_DOWN
     elif Stop.budget in run.stops:
         result.code = ExitCode.BUDGET

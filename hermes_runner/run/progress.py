@@ -65,12 +65,14 @@ class RunProgress:
         interval_s: float = 30.0,
         every_percent: float = 5.0,
         min_gap_s: float = 1.0,
+        notes: Callable[[], str] | None = None,
     ):
         self.console = console or default_console
         self.live = enabled and self.console.is_terminal  # the live rows; plain lines otherwise
         self.name = run_name
         self.total = total
         self.throttle = throttle or Throttle
+        self.notes = notes  # what the run says of itself: the circuit breaker open, sessions gone silent
         self.interval_s, self.every_percent = interval_s, every_percent
         self.min_gap_s = min_gap_s  # (a short run does not log a line per prompt: percent lines wait this long)
         self.started = time.monotonic()
@@ -107,10 +109,10 @@ class RunProgress:
     def counts(self) -> str:
         """Row 2 (and the tail of the plain line): counts, tokens, cost, retries, throttling."""
         elapsed = max(1e-9, time.monotonic() - self.started)
-        text = (
-            f"ok {self.ok} discarded {self.discarded} failed {self.failed} in flight {self.in_flight}"
-            f" | {self.usage.total_tokens:,} tok ({self.usage.total_tokens / elapsed:,.0f}/s)"
-        )
+        text = f"ok {self.ok} discarded {self.discarded} failed {self.failed} in flight {self.in_flight}"
+        if self.notes is not None and (note := self.notes()):
+            text += f" | {note}"
+        text += f" | {self.usage.total_tokens:,} tok ({self.usage.total_tokens / elapsed:,.0f}/s)"
         if self.usage.cost_usd:
             projected = self.usage.cost_usd / self.done * self.total if self.done else 0.0
             text += f" ${self.usage.cost_usd:.4f} (projected ${projected:.4f})"
@@ -125,6 +127,7 @@ class RunProgress:
         text.highlight_words(["ok"], "green")
         for word, style in (("discarded", "yellow"), ("failed", "red")):
             text.highlight_regex(rf"{word} \d+", style)
+        text.highlight_regex(r"(breaker open: \S+|\d+ silent)", "bold red")
         text.highlight_regex(r"(retries|429s|backing off|throttled|concurrency) [\d./s]+", "magenta")
         return text
 

@@ -4,7 +4,7 @@ the worker spec the sessions are built from, the meters, the executor); each par
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from hermes_runner.config.telemetry import TelemetryConfig
 from hermes_runner.dataset import check_source, detect_format, load_prefill
 from hermes_runner.errors import ConfigError
 from hermes_runner.executors import Executor, Work, open_executor
+from hermes_runner.model.base import CallHook
 from hermes_runner.model.ratelimit import EndpointLimiter
 from hermes_runner.model.serve import check_model
 from hermes_runner.run.budget import RunBudget
@@ -87,16 +88,19 @@ def meters(
 
 
 def executor(
-    cfg: RunConfig, spec: WorkerSpec, limiter: EndpointLimiter, budget: RunBudget
+    cfg: RunConfig, spec: WorkerSpec, limiter: EndpointLimiter, budget: RunBudget, watchers: Sequence[CallHook] = ()
 ) -> AbstractAsyncContextManager[tuple[Executor, Work]]:
-    """The configured executor, its sessions metered by `limiter` and `budget`."""
-    hooks, tool_hooks = [limiter, budget], [budget.tools]
+    """The configured executor, its sessions metered by `limiter` and `budget`, their calls seen by `watchers`
+    (the circuit breaker, the silent-session watch)."""
+    hooks, tool_hooks = [limiter, budget, *watchers], [budget.tools]
     return open_executor(cfg.executor, cfg.num_workers, spec, hooks, tool_hooks, budget.charge)
 
 
-def progress(cfg: RunConfig, to_run: int, limiter: EndpointLimiter) -> RunProgress:
-    """The live display and the plain progress line of the `to_run` prompts."""
+def progress(
+    cfg: RunConfig, to_run: int, limiter: EndpointLimiter, notes: Callable[[], str] | None = None
+) -> RunProgress:
+    """The live display and the plain progress line of the `to_run` prompts (`notes`: what the run says of itself)."""
     return RunProgress(
         cfg.run_name, to_run, enabled=cfg.progress, throttle=limiter.throttle, interval_s=cfg.progress_interval_s,
-        every_percent=cfg.progress_every_percent,
+        every_percent=cfg.progress_every_percent, notes=notes,
     )  # fmt: skip

@@ -19,6 +19,8 @@ reply it cannot get, whatever the machine's speed (the kill -9 tests kill the ru
 
 The OpenAI Batch API (files, batches) is served beside it, each batch line answered as this route would answer
 it: `hermes_runner.testing.batch_api` (``server.batch_api``).
+An outage (`outage(status)`, or ``POST /_outage?status=503``) answers every chat request with that status, its
+scripts untouched, until `recover()` (``POST /_recover``); `outage_answered` counts the requests it refused.
 
 ``GET /_stats`` tells how many calls were served and when the first came and the last was
 answered (``time.monotonic()``; ``?reset=1`` starts over), for benchmarks.
@@ -133,6 +135,8 @@ class ScriptedServer(HoldGate, LoopbackApp):
         self._ids = itertools.count()
         self.files: dict[str, bytes] = {}  # generated images served as URLs
         self.batch_api = BatchApi(self)  # the scripted Batch API (files, batches) on the same app
+        self.outage_status: int | None = None  # every chat request answers this while set (`outage`)
+        self.outage_answered = 0  # chat requests answered by an outage
 
     @property
     def url(self) -> str:
@@ -145,6 +149,8 @@ class ScriptedServer(HoldGate, LoopbackApp):
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/_stats", self._stats)
+        app.router.add_post("/_outage", self._outage_route)
+        app.router.add_post("/_recover", self._outage_route)
         app.router.add_post("/v1/images/generations", self._images)
         app.router.add_get("/v1/files/{name}", self._file)
         self.batch_api.mount(app)
@@ -159,6 +165,21 @@ class ScriptedServer(HoldGate, LoopbackApp):
             self.handler = None
             self.max_in_flight = 0
             self.models = ["scripted"]
+            self.outage_status, self.outage_answered = None, 0
+
+    def outage(self, status: int = 503) -> None:
+        """From now on every chat request is answered with `status` (scripts untouched) until `recover()`."""
+        self.outage_status = status
+
+    def recover(self) -> None:
+        self.outage_status = None
+
+    async def _outage_route(self, request: web.Request) -> web.Response:
+        if request.path == "/_outage":
+            self.outage(int(request.query.get("status", "503")))
+        else:
+            self.recover()
+        return web.json_response({"outage_status": self.outage_status, "outage_answered": self.outage_answered})
 
     def note(self, body: dict, headers: dict, prompt: str, turn: int) -> None:
         """Record a chat request (the chat route's, a batch line's) in `requests`, unless `record` is off."""
@@ -211,6 +232,10 @@ class ScriptedServer(HoldGate, LoopbackApp):
         self.window[0] = self.window[0] or time.monotonic()
         try:
             await self._pass_hold(prompt)
+            if (status := self.outage_status) is not None:
+                self.outage_answered += 1
+                message = {"error": {"message": f"scripted outage: {status}", "code": status}}
+                return web.json_response(message, status=status)
             if self.latency:
                 await asyncio.sleep(self.latency)
             if self.handler is not None:
