@@ -15,12 +15,9 @@ from hermes_runner.sandbox.docker import orphans as docker_orphans
 from tests.helpers import crash
 from tests.helpers.consumers import VENVS, consumer_python
 from tests.helpers.run import read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.tiny_agent import TINY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.bwrap]
-
-PROGRAMS = Path(__file__).parent / "agent_programs"  # tiny-agent: an OpenAI-speaking CLI, stdlib only
-TINY = ["agent=external", "agent.name=tiny-agent", f"agent.install={PROGRAMS}", "agent.tool_names=[bash]",
-        "filters.require_reasoning=false", "agent.command='tiny-agent {{ prompt | quote }}'"]  # fmt: skip
 
 
 def _entries(run_dir: Path) -> list[dict]:

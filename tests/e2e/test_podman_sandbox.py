@@ -44,6 +44,7 @@ from tests.helpers.containers import (
 )
 from tests.helpers.machine import require
 from tests.helpers.run import ROOT, LiveRunner, base_overrides, read_jsonl, run_inprocess, script, write_jsonl
+from tests.helpers.tiny_agent import TINY
 from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.podman
@@ -381,6 +382,29 @@ def test_killed_runner_leaves_no_container_and_the_resume_completes(podman, serv
     assert res.returncode == 0, res.stdout + res.stderr
     assert containers_of(podman, run_dir) == []
     assert len(read_jsonl(run_dir / "trajectories.jsonl")) == 3
+
+
+def test_an_external_agent_runs_in_a_podman_container_through_the_proxy(podman, make_cfg, server, tmp_path, run_dir):
+    """agent=external on Podman (Docker's code path, the service's own user when rootless): the program is bound
+    into the prompt's container (network none), reaches the model only through the proxy's socket, and verify
+    scores what it left there."""
+    steps = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi > out.txt; cat out.txt"}}]},
+        {"content": "All done."},
+    ]
+    rows = [{"prompt": script(*steps, text="in podman"), "url": server.url + "/models",
+             "verify": "grep -qx hi out.txt && grep -q DIRECT-BLOCKED direct.txt"}]  # fmt: skip
+    command = "agent.command='tiny-agent --direct {{ row.url | quote }} {{ prompt | quote }}'"
+    cfg = make_cfg(*TINY, command, "sandbox=podman", f"sandbox.podman.url={podman.url}", "sandbox.image=local/bookworm:ci",
+                   "sandbox.docker.pool_size=0", "+scorer@scorers.verify=verify",
+                   dataset=write_jsonl(tmp_path / "d.jsonl", rows))  # fmt: skip
+    code, _ = run_inprocess(cfg, run_dir)
+    assert code == 0, (run_dir / "failures.jsonl").read_text()
+    [e] = read_jsonl(run_dir / "trajectories.jsonl")
+    assert [t["from"] for t in e["conversations"]] == ["system", "human", "gpt", "tool", "gpt"]
+    assert e["tool_stats"] == {"bash": {"count": 1, "success": 1, "failure": 0}}
+    assert e["completed"] and e["reward"] == 1.0, e["scores"]
+    assert len(server.calls_for("in podman")) == 2 and containers_of(podman, run_dir) == []
 
 
 def test_any_runner_reaps_containers_of_dead_runners(podman, tmp_path):
