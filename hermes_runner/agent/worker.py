@@ -72,6 +72,7 @@ class WorkerSpec:
     agent: AgentConfig = field(default_factory=AgentConfig)  # who drives each prompt
     install: Install = field(default_factory=Install)  # where an external program is (agent.install, resolved)
     proxy_share: tuple[str, str] | None = None  # containers: the run's proxy dir (host path, container path)
+    refused_pauses: bool = False  # the breaker counts provider errors: a refusal mid-run is one, not "down"
 
 
 @asynccontextmanager
@@ -90,7 +91,7 @@ async def session_runner(
             log.error("image %s unavailable (%d prompts will fail): %s", image, spec.images.get(image, 0), reason)
         model = OpenAIChatModel(
             spec.model, spec.provider, spec.reasoning, spec.max_tokens, spec.pool_size, spec.base_url, hooks,
-            tokens=spec.tokens,
+            tokens=spec.tokens, refused_pauses=spec.refused_pauses,
         )  # fmt: skip
         stack.push_async_callback(model.aclose)
         batch = None

@@ -103,7 +103,9 @@ class RetryConfig:
 class BreakerClass(StrEnum):
     """Kinds of error the circuit breaker counts (`breaker.on`): a spike of one pauses the dispatch of prompts."""
 
-    provider = "provider"  # the model endpoint answers 5xx or 429, or a prompt fails with a provider error
+    # the model endpoint answers 5xx or 429, or refuses connections after it has answered a call (a server gone
+    # mid-run), or a prompt fails with a provider error
+    provider = "provider"
     sandbox = "sandbox"  # a prompt's sandbox could not start (SandboxError before its first model call)
     scorer = "scorer"  # a scorer could not judge a trajectory (a score record with an error)
 

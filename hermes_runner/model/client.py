@@ -208,6 +208,7 @@ class OpenAIChatModel:
         base_url: str | None = None,
         hooks: Sequence[CallHook] = (),
         tokens: bool = False,
+        refused_pauses: bool = False,
     ):
         self.cfg = model
         self._params, self._extra = request_extras(model, provider, reasoning, max_tokens)
@@ -218,6 +219,10 @@ class OpenAIChatModel:
         self.hooks = list(hooks)
         # Open once the endpoint refuses connections or credentials: every later call fails at once with it.
         self.down: EndpointDown | None = None
+        # The circuit breaker counts provider errors (run/breaker.py): a connection refused after the endpoint
+        # has answered a call is an outage it waits out (a provider error), not an endpoint that was never there.
+        self.refused_pauses = refused_pauses
+        self.answered = False
 
     def request_body(self, messages: list[dict], tools: list[dict]) -> dict:
         """The JSON body of one chat-completions call (extra_body last, so it wins, as in the SDK)."""
@@ -300,12 +305,17 @@ class OpenAIChatModel:
         except (openai.APIConnectionError, EmptyResponse, MalformedReply, BrokenStream) as exc:
             if connection_refused(exc):
                 tail = f" ({retries} retries)" if retries else ""
+                if self.refused_pauses and self.answered:
+                    raise ModelCallError(
+                        f"connection refused by {self.client.base_url}{tail}, which answered earlier calls"
+                    ) from exc
                 self.down = EndpointRefused(
                     f"connection refused by {self.client.base_url}{tail}: is the server running, is the URL right?"
                 )
                 raise type(self.down)(str(self.down)) from exc
             raise ModelCallError(_describe(exc, retries)) from exc
         completion.retries = retries
+        self.answered = True
         return completion
 
     def _refused_long_enough(self, state: RetryCallState) -> bool:

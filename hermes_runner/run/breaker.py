@@ -23,6 +23,7 @@ from hermes_runner.dataset import Prompt
 from hermes_runner.errors import BrokenStream, RemoteCallError, SandboxError
 from hermes_runner.model.base import CallHook, Completion
 from hermes_runner.model.client import openai_client
+from hermes_runner.model.retry import connection_refused
 from hermes_runner.run.budget import CURRENT_PROMPT
 from hermes_runner.trajectory import entry as entries
 from hermes_runner.util.text import first_line
@@ -38,7 +39,9 @@ Probe = Callable[[], Awaitable[str | None]]  # None: the endpoint answers; else 
 
 
 def call_class(exc: BaseException | None) -> BreakerClass | None:
-    """The class of one failed model call attempt: provider for a 5xx or a 429 answer."""
+    """The class of one failed model call attempt: provider for a 5xx or a 429 answer, or a refused connection."""
+    if connection_refused(exc):
+        return BreakerClass.provider
     status = None
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
@@ -91,7 +94,8 @@ class Breaker(CallHook):
         if completion is not None and BreakerClass.provider in self.opened:
             self.close(BreakerClass.provider, "a model call was answered")
         elif (cls := call_class(exc)) is not None:
-            self.note(cls, CURRENT_PROMPT.get() or "?", f"HTTP {getattr(exc, 'status_code', None) or '?'}")
+            what = "connection refused" if connection_refused(exc) else f"HTTP {getattr(exc, 'status_code', '?')}"
+            self.note(cls, CURRENT_PROMPT.get() or "?", what)
 
     def note(self, cls: BreakerClass, key: str, what: str) -> None:
         """A prompt met an error of class `cls`: the breaker opens when `threshold` prompts did within the window."""
@@ -224,7 +228,7 @@ def endpoint_probe(model: ModelConfig, base_url: str | None) -> Probe:
         except openai.APIStatusError as exc:
             return None if exc.status_code < 500 and exc.status_code != 429 else f"HTTP {exc.status_code}"
         except Exception as exc:  # noqa: BLE001 - any other failure to get an answer: not recovered
-            return first_line(exc) or type(exc).__name__
+            return "connection refused" if connection_refused(exc) else first_line(exc) or type(exc).__name__
         finally:
             await client.close()
         return None

@@ -12,7 +12,7 @@ from hermes_runner.agent import install as agent_install
 from hermes_runner.agent.loop import AgentSettings
 from hermes_runner.agent.session import SessionSpec
 from hermes_runner.agent.worker import WorkerSpec
-from hermes_runner.config import AgentKind, DatasetFormat, start_problems
+from hermes_runner.config import AgentKind, BreakerClass, DatasetFormat, start_problems
 from hermes_runner.config.root import RunConfig
 from hermes_runner.config.telemetry import TelemetryConfig
 from hermes_runner.dataset import check_source, detect_format, load_prefill
@@ -70,6 +70,7 @@ def worker_spec(
         cfg.tools, cfg.cache, cfg.scorers, cfg.max_tokens, max(4, cfg.num_workers), base_url, dict(images),
         cfg.num_workers, dict(dropped), telemetry=telemetry(cfg.telemetry), tokens=cfg.output.tokens,
         agent=cfg.agent, install=install, proxy_share=share,
+        refused_pauses=cfg.breaker.enabled and BreakerClass.provider in cfg.breaker.on,
     )  # fmt: skip
 
 

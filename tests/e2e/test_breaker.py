@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sys
 from collections import Counter
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 from hermes_runner.testing.scripted_server import ScriptedServer
 
 from tests.helpers.run import ROOT, LiveRunner, base_overrides, read_jsonl, script, write_jsonl
+from tests.helpers.wait import wait_for
 
 PROMPTS, WORKERS = 16, 4
 
@@ -93,3 +95,43 @@ def test_an_outage_longer_than_give_up_s_stops_the_run_and_a_rerun_finishes_it(s
     assert again.proc.returncode == 0, again.output[-4000:]
     ok = [r["key"] for r in read_jsonl(run_dir / "ledger.jsonl") if r["status"] == "ok"]
     assert len(ok) == len(set(ok)) == PROMPTS
+
+
+def refuses(port: int) -> bool:
+    """Whether a connection to this host's `port` is refused (nothing listens there)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_a_server_gone_mid_run_pauses_the_run_until_it_listens_again(server, tmp_path) -> None:
+    """Connections refused after the endpoint has answered: an outage the breaker waits out (a refusal before
+    any answer is still an endpoint that is not there: the run stops, exit 4)."""
+    ds = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"task {i}"} for i in range(PROMPTS)])
+    args = cli(server, tmp_path, ds, "breaker.threshold=1", "breaker.probe_s=0.1")
+    server.hold(after=2 * WORKERS)  # a few prompts run, then each of the next ones waits at a call
+    with LiveRunner(args) as run:
+        run.wait_for(lambda: server.held == WORKERS, 120, "the next prompts waiting at their first call")
+        server._loop.call_soon_threadsafe(server._loop.stop)  # the server goes: its listener first, then the rest
+        wait_for(lambda: refuses(server.port), 60, "the port to refuse connections")
+        server.release()  # (the held calls are answered on their open connections as the server shuts down)
+        server._thread.join(60)
+        run.wait_for(lambda: "breaker open: " in run.output, 120, "the breaker to open")
+        # Down longer than model.refused_retries: the prompts in flight fail (refused) and wait to run again.
+        held = "failed while the breaker is open"
+        run.wait_for(lambda: run.output.count(held) == WORKERS, 60, "every prompt in flight failed and held")
+        run.wait_for(lambda: "the probe failed: connection refused" in run.output, 60, "a refused probe")
+        server.start()  # listening again, on the same port
+        run.proc.wait(120)
+        out = run.output
+    assert run.proc.returncode == 0, out[-4000:]
+    assert "(the last: connection refused)" in out and "breaker closed: provider" in out
+    run_dir = tmp_path / "run"
+    ledger = read_jsonl(run_dir / "ledger.jsonl")
+    assert sorted(r["index"] for r in ledger) == list(range(PROMPTS)) and all(r["status"] == "ok" for r in ledger)
+    stats = json.loads((run_dir / "statistics.json").read_text())
+    assert stats["prompts"]["ok"] == PROMPTS and stats["prompts"]["failed"] == 0
+    attempts = read_jsonl(run_dir / "failures.jsonl")  # the runs that failed while it was down: attempts
+    assert len(attempts) == WORKERS and all("connection refused" in a["error"] for a in attempts)
