@@ -63,9 +63,9 @@ def test_ctrl_c_stops_gracefully_and_a_rerun_finishes(server, tmp_path):
         return ledger.exists() and ledger.read_text().count("\n") >= 4 and server.held > 0
 
     try:
-        wait_for(four_done_and_waiting, 60, "4 prompts done, the next call waiting", gone=exited(proc))
+        wait_for(four_done_and_waiting, 180, "4 prompts done, the next call waiting", gone=exited(proc))
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(30) == 130, log.read_text()[-3000:]
+        assert proc.wait(180) == 130, log.read_text()[-3000:]  # (bounds with room for a loaded machine)
     finally:
         server.release()
     ckpt = json.loads((run_dir / "checkpoint.json").read_text())
@@ -73,7 +73,7 @@ def test_ctrl_c_stops_gracefully_and_a_rerun_finishes(server, tmp_path):
     assert 4 <= len(entries) < 40
     assert sorted(e["prompt_index"] for e in entries) == ckpt["completed_prompts"]
     assert not any(p.iterdir() for p in sandboxes.iterdir()), "sandboxes of cancelled prompts were left behind"
-    assert start(args, log).wait(120) == 0
+    assert start(args, log).wait(300) == 0
     entries = read_jsonl(run_dir / "trajectories.jsonl")
     assert [e["prompt_index"] for e in entries] == list(range(40))
     assert set(terminal_records(run_dir).values()) == {1}
