@@ -221,11 +221,7 @@ class BatchApi:
             step = script.step_for(messages, tools)
         except ScriptSyntaxError as exc:
             return 400, {"error": {"message": str(exc)}}
-        key = script.attempt_key(prompt, turn)
-        with server._lock:
-            attempt = server.attempts[key]
-            server.attempts[key] += 1
-        f = script.failure(step, attempt)
+        f = script.failure(step, server.next_attempt(prompt, turn))
         if f is not None:
             return f["status"], {
                 "error": {"message": f.get("message", f"scripted error {f['status']}"), "code": f["status"]}

@@ -187,6 +187,14 @@ class ScriptedServer(HoldGate, LoopbackApp):
             with self._lock:
                 self.requests.append(Seen(body, headers, prompt, turn))
 
+    def next_attempt(self, prompt: str, turn: int) -> int:
+        """How many times this step of this prompt was asked before (its `fail` list is read by attempt)."""
+        key = script.attempt_key(prompt, turn)
+        with self._lock:
+            attempt = self.attempts[key]
+            self.attempts[key] += 1
+        return attempt
+
     def calls_for(self, text: str) -> list[Seen]:
         """Requests whose first user message contains `text`."""
         return [r for r in self.requests if text in r.prompt]
@@ -269,11 +277,7 @@ class ScriptedServer(HoldGate, LoopbackApp):
             step = script.step_for(messages, tools)
         except ScriptSyntaxError as exc:
             return web.json_response({"error": {"message": str(exc)}}, status=400)
-        key = script.attempt_key(prompt, turn)
-        with self._lock:
-            attempt = self.attempts[key]
-            self.attempts[key] += 1
-        f = script.failure(step, attempt)
+        f = script.failure(step, self.next_attempt(prompt, turn))
         if f is not None:
             headers = {}
             if f.get("retry_after") is not None:
