@@ -54,6 +54,7 @@ class Failure:
     duration_s: float = 0.0
     timeline: list[dict] = field(default_factory=list)  # the calls made before it failed (SessionResult.timeline)
     error_class: ErrorClass | None = None  # what kind of failure, for retry.on (None: never retried in-run)
+    status: int | None = None  # a model call's HTTP status that failed the prompt (ModelCallError), if any
     attempt: int = 1  # which in-run attempt of the prompt failed so
     earlier_failures: list[Failure] = field(default_factory=list)  # failed in-run attempts before this one
 
@@ -268,6 +269,7 @@ class SessionRunner:
             duration_s=time.monotonic() - started,
             timeline=res.timeline,
             error_class=error_class(err),
+            status=err.status if isinstance(err, ModelCallError) else None,
         )
 
 

@@ -47,16 +47,22 @@ def call_class(exc: BaseException | None) -> BreakerClass | None:
         status = exc.status_code
     elif isinstance(exc, RemoteCallError | BrokenStream):
         status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
-    if status is not None and (status >= 500 or status == 429):
+    if status is not None and outage_status(status):
         return BreakerClass.provider
     return None
+
+
+def outage_status(status: int | None) -> bool:
+    """Whether a provider error's HTTP status can be an outage: a 5xx, a 429, or none (no answer at all); a 400
+    (a context too long, a bad request) is the prompt's own."""
+    return status is None or status >= 500 or status == 429
 
 
 def outcome_classes(outcome: Outcome) -> set[BreakerClass]:
     """The classes a prompt's outcome shows: a provider failure, a sandbox that did not start, a scorer error."""
     found = set()
     for f in [*outcome.earlier_failures, *([outcome] if isinstance(outcome, Failure) else [])]:
-        if f.error_class == ErrorClass.provider:
+        if f.error_class == ErrorClass.provider and outage_status(f.status):
             found.add(BreakerClass.provider)
         elif f.error_class == ErrorClass.sandbox and f.api_calls == 0 and f.error_type == SandboxError.__name__:
             found.add(BreakerClass.sandbox)

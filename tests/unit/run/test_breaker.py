@@ -129,6 +129,10 @@ def test_outcomes_show_provider_sandbox_start_and_scorer_errors() -> None:
     assert outcome_classes(failed(1, ErrorClass.sandbox, "SandboxError", calls=0)) == {BreakerClass.sandbox}
     assert outcome_classes(failed(2, ErrorClass.sandbox, "SandboxError", calls=3)) == set()  # died mid-run
     assert outcome_classes(failed(3, ErrorClass.timeout, "PromptTimeout")) == set()
+    # A provider error of the prompt's own (a 400: context too long) is no outage; a 503 after the retries is.
+    too_long, gone = failed(4), failed(5)
+    too_long.status, gone.status = 400, 503
+    assert outcome_classes(too_long) == set() and outcome_classes(gone) == {BreakerClass.provider}
     res = SessionResult(prompt("s"), [], [], scores=[{"name": "judge", "error": "judge unreachable"}])
     assert outcome_classes(res) == {BreakerClass.scorer}
     res.scores = [{"name": "judge", "error": ""}]
