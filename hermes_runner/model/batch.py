@@ -24,7 +24,7 @@ from hermes_runner.config import BatchConfig, PriceConfig
 from hermes_runner.errors import ModelCallError
 from hermes_runner.model.base import Completion
 from hermes_runner.model.batch_journal import BatchJournal
-from hermes_runner.model.cache import CALL_SCOPE, fingerprint
+from hermes_runner.model.cache import call_key
 from hermes_runner.model.client import OpenAIChatModel, parse_completion
 from hermes_runner.model.openai_batches import OpenAIBatches, batch_error, describe
 from hermes_runner.usage import fill_cost
@@ -74,14 +74,7 @@ class BatchModel:
 
     def key(self, body: dict) -> str:
         """The call's fingerprint (model/cache.py): a repeat of the same call in one attempt is a new one."""
-        scope = CALL_SCOPE.get()
-        sample = scope.sample if scope else 0
-        base = fingerprint(self.identity, body, self.seed, sample, 0)
-        if scope is None:
-            return base
-        n = scope.seen.get(base, 0)
-        scope.seen[base] = n + 1
-        return base if n == 0 else fingerprint(self.identity, body, self.seed, sample, n)
+        return call_key(self.identity, body, self.seed)
 
     async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
         self._start()

@@ -85,6 +85,18 @@ def fingerprint(identity: str, body: dict, seed: int, sample: int, occurrence: i
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
+def call_key(identity: str, body: dict, seed: int) -> str:
+    """The fingerprint of this call in its prompt's attempt (CALL_SCOPE): the same call again in one attempt is a
+    new draw, with a key of its own."""
+    scope = CALL_SCOPE.get()
+    base = fingerprint(identity, body, seed, scope.sample if scope else 0, 0)
+    if scope is None:
+        return base
+    n = scope.seen.get(base, 0)
+    scope.seen[base] = n + 1
+    return base if n == 0 else fingerprint(identity, body, seed, scope.sample, n)
+
+
 def encode(completion: Completion) -> str:
     """What is stored of a reply: message, finish reason, usage, answering model (never retries or errors)."""
     return json.dumps(
@@ -201,14 +213,8 @@ class CachedModel:
         self.request_body = request_body or inner.request_body  # type: ignore[attr-defined]
 
     def key(self, messages: list[dict], tools: list[dict]) -> str:
-        scope = CALL_SCOPE.get()
         body = self.request_body(keyed(messages), tools)  # a budget note's seconds left out (model/note.py)
-        base = fingerprint(self.identity, body, self.seed, scope.sample if scope else 0, 0)
-        if scope is None:
-            return base
-        n = scope.seen.get(base, 0)  # the same call again in one attempt is a new draw
-        scope.seen[base] = n + 1
-        return base if n == 0 else fingerprint(self.identity, body, self.seed, scope.sample, n)
+        return call_key(self.identity, body, self.seed)
 
     async def complete(self, messages: list[dict], tools: list[dict]) -> Completion:
         key = self.key(messages, tools)
