@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from hermes_runner.dataset import Prompt
 from hermes_runner.model.base import CallHook, Completion
 from hermes_runner.run.budget import CURRENT_PROMPT
+from hermes_runner.util.stacks import await_frames
 from hermes_runner.util.text import clip
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def where(s: Live) -> str:
     """Where a session waits: its model call in flight, the tool it runs (and the command), or a line of code."""
     if s.calls:
         return f"waiting on a model call ({s.calls} in flight)"
-    chain = _frames(s.task)
+    chain = await_frames(s.task.get_coro()) if s.task is not None else []
     for frame in chain:
         if frame.f_code.co_name == "_run_tool" and isinstance(call := frame.f_locals.get("call"), dict):
             fn = call.get("function") or {}
@@ -89,15 +90,3 @@ def where(s: Live) -> str:
     f = ours[-1]
     path = f.f_code.co_filename
     return f"at {path[path.rfind(PACKAGE) :]}:{f.f_lineno} in {f.f_code.co_name}"
-
-
-def _frames(task: asyncio.Task | None) -> list:
-    """The frames of the coroutines `task` is suspended in, outermost first."""
-    out, coro = [], task.get_coro() if task is not None else None
-    while coro is not None:
-        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
-        if frame is None:
-            break
-        out.append(frame)
-        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
-    return out

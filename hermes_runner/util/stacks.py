@@ -14,20 +14,26 @@ import os
 import signal
 from collections import Counter
 from collections.abc import Callable
+from types import FrameType
 
 SIGNAL = signal.SIGUSR1
 
 
-def await_chain(coro: object) -> list[str]:
-    """`file:line in function` for each coroutine of the chain `coro` awaits, outermost first."""
+def await_frames(coro: object) -> list[FrameType]:
+    """The frame of each coroutine of the chain `coro` awaits, outermost first."""
     out = []
     while coro is not None:
         frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
         if frame is None:
             break
-        out.append(f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        out.append(frame)
         coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
     return out
+
+
+def await_chain(coro: object) -> list[str]:
+    """`file:line in function` for each coroutine of the chain `coro` awaits, outermost first."""
+    return [f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}" for f in await_frames(coro)]
 
 
 def task_report(loop: asyncio.AbstractEventLoop) -> str:
