@@ -40,7 +40,8 @@ Where things live (one room per job; the rooms are listed from the top of the ho
     dataset/        rows of any format -> Prompt: base (Prompt, Reader Protocol, identity), one module per format
                     (jsonl, json_file, csv_file, parquet, hf), mapping (fields, template, messages), prefill
     usage.py        token usage and its cost
-    util/           fast JSON, the console and its log handler, secret redaction, plugins (backends by name), text (clip)
+    util/           fast JSON, the console and its log handler, secret redaction, plugins (backends by name), text (clip),
+                    appendlog (an append-only JSONL file)
     config/         every option, a module per section and its rules; root (RunConfig), check, convert, templating
     errors.py       every exception type and the exit codes, with the control-flow table
     conf/           the Hydra configs (shipped in the wheel): config.yaml and one folder per group

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermes_runner.util import fastjson
+from hermes_runner.util.appendlog import AppendLog
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,13 @@ class BatchJournal:
     errors: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # key -> (message, HTTP status)
     batches: dict[str, JournalBatch] = field(default_factory=dict)
     uploads: dict[str, list[str]] = field(default_factory=dict)  # input file -> keys: no batch seen for it yet
-    _fp: object = None
+    _log: AppendLog | None = None
 
     @classmethod
     def open(cls, path: Path) -> BatchJournal:
         journal = cls(Path(path))
         if journal.path.exists():
+            AppendLog(journal.path).close()  # a line torn by a kill is cut, so the next record starts a line
             for n, line in enumerate(journal.path.read_bytes().splitlines(), 1):
                 try:
                     journal._apply(fastjson.loads(line))
@@ -76,12 +77,11 @@ class BatchJournal:
         """Record these durably (written, flushed and fsynced once before this returns), and apply them."""
         if not records:
             return
-        if self._fp is None:
+        if self._log is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fp = self.path.open("ab")
-        self._fp.write(b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records))
-        self._fp.flush()
-        os.fsync(self._fp.fileno())
+            self._log = AppendLog(self.path)
+        self._log.append(b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records))
+        self._log.sync()
         for rec in records:
             self._apply(rec)
 
@@ -90,6 +90,6 @@ class BatchJournal:
         return [b for b in self.batches.values() if b.status is None]
 
     def close(self) -> None:
-        if self._fp is not None:
-            self._fp.close()
-            self._fp = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None

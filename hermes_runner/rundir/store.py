@@ -41,6 +41,7 @@ from hermes_runner.rundir.layout import (  # noqa: F401  (re-exported)
     USAGE,
 )
 from hermes_runner.util import fastjson
+from hermes_runner.util.appendlog import AppendLog  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -98,72 +99,6 @@ def atomic_write_json(path: Path, obj: object) -> None:
 
 def dumps_line(obj: object) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode()
-
-
-class AppendLog:
-    """An append-only JSONL file written in whole lines; repairs a torn tail on open."""
-
-    def __init__(self, path: Path, repair: bool = True):
-        self.path = path
-        if repair and path.exists():
-            self._repair()
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
-        self.dirty = False
-
-    def _repair(self) -> None:
-        size = self.path.stat().st_size
-        if size == 0:
-            return
-        with self.path.open("rb+") as fp:
-            fp.seek(max(0, size - 1))
-            if fp.read(1) == b"\n":
-                return
-            # Find the last complete line and cut the torn bytes after it.
-            pos = size
-            while pos > 0:
-                step = min(65536, pos)
-                fp.seek(pos - step)
-                chunk = fp.read(step)
-                nl = chunk.rfind(b"\n")
-                if nl >= 0:
-                    pos = pos - step + nl + 1
-                    break
-                pos -= step
-            log.warning("%s: dropping a torn last line (%d bytes) left by a crash", self.path.name, size - pos)
-            fp.truncate(pos)
-
-    def append(self, line: bytes) -> tuple[int, int]:
-        """Write one whole line; return (offset, length). A failed write (e.g. a full disk) leaves no torn bytes."""
-        offset = self.size
-        view = memoryview(line)
-        try:
-            while view:
-                n = os.write(self._fd, view)
-                view = view[n:]
-        except BaseException:
-            self.truncate(offset)
-            raise
-        self.size += len(line)
-        self.dirty = True
-        return offset, len(line)
-
-    def truncate(self, offset: int) -> None:
-        """Cut the file back to `offset` (undo appends past it)."""
-        with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, offset)
-        self.size = offset
-
-    def sync(self) -> None:
-        if self.dirty:
-            self.dirty = False
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            self.sync()
-            os.close(self._fd)
-            self._fd = -1
 
 
 def iter_lines(path: Path) -> Iterable[bytes]:

@@ -159,3 +159,16 @@ def test_an_upload_whose_batch_was_created_unrecorded_is_adopted(server, tmp_pat
     got = asyncio.run(main())
     assert [c.message["content"] for c in got] == ["answer 0", "answer 1"]
     assert len(server.batch_api.created) == 1
+
+
+def test_a_journal_line_torn_by_a_kill_does_not_swallow_the_next_record(tmp_path) -> None:
+    path = tmp_path / "journal.jsonl"
+    journal = BatchJournal.open(path)
+    journal.append({"t": "reply", "key": "a", "body": {"id": "1"}})
+    journal.close()
+    with path.open("ab") as fp:  # a kill in the middle of the next write
+        fp.write(b'{"t": "reply", "key": "b", "bo')
+    journal = BatchJournal.open(path)
+    journal.append({"t": "reply", "key": "c", "body": {"id": "3"}})
+    journal.close()
+    assert set(BatchJournal.open(path).replies) == {"a", "c"}
